@@ -22,6 +22,9 @@ var (
 	ErrSchemaTooNew = errors.New("database schema is newer than this gyre")
 	// ErrNotMigrated: the database lacks migrations this gyre needs.
 	ErrNotMigrated = errors.New("database schema is not fully migrated")
+	// ErrInvalidCursor: a Page.Cursor that this store did not issue for
+	// this list (the API answers 400 invalid_query).
+	ErrInvalidCursor = errors.New("invalid cursor")
 )
 
 // Page asks for one page of a list. Limit is clamped by the caller's API

@@ -1,0 +1,46 @@
+# gyre — build and test entry points. `make test` is what CI runs.
+#
+#   make test                 whole suite, race detector, against throwaway
+#                             PostgreSQL and S3 servers (scripts/testenv.sh)
+#   make test TESTFLAGS=-v    extra `go test` flags (also PKGS=./internal/...)
+#   make build | vet | fmt-check | bench | fuzz-smoke
+
+GO         ?= go
+PKGS       ?= ./...
+TESTFLAGS  ?=
+BENCHFLAGS ?=
+# FUZZ_TARGETS lists pkg:FuzzName pairs run by fuzz-smoke, e.g.
+#   ./atif:FuzzParse ./flywheel:FuzzValidate
+FUZZ_TARGETS ?= ./internal/blobstore:FuzzValidateKey
+FUZZTIME     ?= 10s
+
+.PHONY: all test build vet fmt-check bench fuzz-smoke
+
+all: fmt-check vet build test
+
+test:
+	scripts/testenv.sh $(GO) test -race -count=1 $(TESTFLAGS) $(PKGS)
+
+build:
+	$(GO) build -o bin/gyre ./cmd/gyre
+
+vet:
+	$(GO) vet $(PKGS)
+
+fmt-check:
+	@out=$$(find . -name '*.go' -not -path './.git/*' -not -path '*/testdata/*' -not -path './vendor/*' -print0 | xargs -0r gofmt -l); \
+	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+
+bench:
+	$(GO) test -run='^$$' -bench=. $(BENCHFLAGS) $(PKGS)
+
+fuzz-smoke:
+	@set -e; \
+	if [ -z "$(strip $(FUZZ_TARGETS))" ]; then echo "fuzz-smoke: no FUZZ_TARGETS"; exit 0; fi; \
+	for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t#*:}; \
+		echo "fuzz-smoke: $$pkg $$name ($(FUZZTIME))"; \
+		$(GO) test -list="^$$name\$$" "$$pkg" | grep -qx "$$name" || \
+			{ echo "fuzz-smoke: no $$name in $$pkg"; exit 1; }; \
+		$(GO) test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) "$$pkg"; \
+	done

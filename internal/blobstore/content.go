@@ -1,0 +1,113 @@
+package blobstore
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+)
+
+// PutContent stores the body read from r as a content-addressed object
+// under prefix and returns its lowercase hex SHA-256 and length. The body
+// streams to a staging key while it is hashed, then is copied to
+// KeyFor(prefix, sha) unless an object is already there (content addressing
+// makes it identical), and the staging object is removed. Storing the same
+// bytes twice is therefore cheap and never rewrites the object. On S3 the
+// copy is one CopyObject, which limits an object to 5 GiB.
+func (s *Store) PutContent(ctx context.Context, prefix string, r io.Reader) (sha string, size int64, err error) {
+	if err := ValidateKey(prefix); err != nil {
+		return "", 0, fmt.Errorf("put content: prefix: %w", err)
+	}
+	tmp := tmpDir + "/" + rand.Text()
+	h := sha256.New()
+	size, err = s.put(ctx, tmp, io.TeeReader(r, h), nil)
+	if err != nil {
+		return "", size, fmt.Errorf("put content: %w", err)
+	}
+	defer func() {
+		// The staging object goes whatever happens next; a failure here
+		// only leaves work for SweepTemp. Use a context that survives the
+		// caller's cancellation so the cleanup still runs.
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), openTimeout)
+		defer cancel()
+		_ = s.bucket.Delete(dctx, tmp)
+	}()
+	sha = hex.EncodeToString(h.Sum(nil))
+	key := prefix + "/" + sha
+	ok, err := s.bucket.Exists(ctx, key)
+	if err != nil {
+		return "", size, fmt.Errorf("put content: exists %s: %w", key, mapErr(err))
+	}
+	if ok {
+		return sha, size, nil
+	}
+	if err := s.bucket.Copy(ctx, key, tmp, nil); err != nil {
+		return "", size, fmt.Errorf("put content: copy to %s: %w", key, mapErr(err))
+	}
+	return sha, size, nil
+}
+
+// GetContent opens the content-addressed object at key and checks, as it
+// is read, that its bytes hash to sha: the read that would return io.EOF
+// returns an error wrapping ErrDigestMismatch instead when they do not. A
+// caller must therefore read to EOF before trusting the bytes (io.Copy and
+// io.ReadAll do).
+func (s *Store) GetContent(ctx context.Context, key, sha string) (io.ReadCloser, error) {
+	if !ValidSHA256(sha) {
+		return nil, fmt.Errorf("%w: %q is not a lowercase hex sha-256", ErrInvalidKey, sha)
+	}
+	rc, err := s.Get(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	return &verifyingReader{rc: rc, h: sha256.New(), want: sha, key: key}, nil
+}
+
+type verifyingReader struct {
+	rc   io.ReadCloser
+	h    hash.Hash
+	want string
+	key  string
+	err  error // sticky verdict once EOF was seen
+}
+
+func (v *verifyingReader) Read(p []byte) (int, error) {
+	if v.err != nil {
+		return 0, v.err
+	}
+	n, err := v.rc.Read(p)
+	v.h.Write(p[:n])
+	if errors.Is(err, io.EOF) {
+		if got := hex.EncodeToString(v.h.Sum(nil)); got != v.want {
+			v.err = fmt.Errorf("%w: %s has %s, want %s", ErrDigestMismatch, v.key, got, v.want)
+		} else {
+			v.err = io.EOF
+		}
+		return n, v.err
+	}
+	return n, err
+}
+
+func (v *verifyingReader) Close() error { return v.rc.Close() }
+
+// VerifySHA256 reads r to its end and checks that its bytes hash to want,
+// a lowercase hex SHA-256. It returns the number of bytes read; a mismatch
+// wraps ErrDigestMismatch.
+func VerifySHA256(r io.Reader, want string) (int64, error) {
+	if !ValidSHA256(want) {
+		return 0, fmt.Errorf("verify sha-256: %q is not a lowercase hex sha-256", want)
+	}
+	h := sha256.New()
+	n, err := io.Copy(h, r)
+	if err != nil {
+		return n, fmt.Errorf("verify sha-256: %w", err)
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != want {
+		return n, fmt.Errorf("%w: got %s, want %s", ErrDigestMismatch, got, want)
+	}
+	return n, nil
+}

@@ -1,0 +1,418 @@
+package cli
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/pflag"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/gyrehq/gyre/internal/api"
+	"github.com/gyrehq/gyre/internal/store/storeopen"
+	"github.com/gyrehq/gyre/internal/telemetry"
+)
+
+// Config is what gyre serve runs with; the operator commands use its
+// Data, DB and LogLevel. Every field has a flag, an environment variable
+// GYRE_<FLAG> and a config-file key (the flag name with underscores), and
+// a value comes from the first of these that sets it: flag, environment,
+// config file, default (SPEC §2).
+type Config struct {
+	// Addr is the host:port gyre serve listens on (--addr, default
+	// 127.0.0.1:7070). Port 0 picks a free port.
+	Addr string
+	// Data is the data directory: the SQLite database, the default blob
+	// directory and the bootstrap admin.key (--data, default ./gyre-data).
+	Data string
+	// DB selects the store: empty for SQLite at <Data>/gyre.db, a
+	// postgres:// URL for PostgreSQL, or the path (or sqlite: URL) of a
+	// SQLite file elsewhere (--db).
+	DB string
+	// Blob is the blob store URL: empty for file://<Data>/blobs, or
+	// file:///dir or s3://bucket?… (--blob).
+	Blob string
+	// PublicURL is the base URL clients reach the server at, written into
+	// URLs the server hands out (--public-url). Empty means
+	// http://<listening address>, which is refused when Addr binds every
+	// interface.
+	PublicURL string
+	// MetricsAddr, when set, serves /metrics without authentication on
+	// this separate host:port (--metrics-addr).
+	MetricsAddr string
+	// MaxBodyBytes caps request bodies of gyre's own APIs, after
+	// decompression (--max-body-bytes, default 4MiB).
+	MaxBodyBytes int64
+	// LogLevel is debug, info, warn or error (--log-level, default info).
+	LogLevel string
+	// BootstrapAdminKeyFile is where the first admin key is written on an
+	// empty store (--bootstrap-admin-key-file). Empty means
+	// <Data>/admin.key on SQLite and no bootstrap on PostgreSQL.
+	BootstrapAdminKeyFile string
+}
+
+// Defaults returns the built-in configuration.
+func Defaults() Config {
+	return Config{
+		Addr:         "127.0.0.1:7070",
+		Data:         "./gyre-data",
+		MaxBodyBytes: api.DefaultMaxBodyBytes,
+		LogLevel:     "info",
+	}
+}
+
+// Validate reports every setting of c that cannot work, naming each by
+// its flag.
+func (c Config) Validate() error {
+	var errs []error
+	add := func(flag, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("--%s: %s", flag, fmt.Sprintf(format, args...)))
+	}
+	wildcard := false
+	if host, err := splitAddr(c.Addr); err != nil {
+		add("addr", "%v", err)
+	} else {
+		wildcard = isWildcard(host)
+	}
+	if c.Data == "" {
+		add("data", "must not be empty")
+	}
+	if _, err := storeopen.Engine(storeopen.Options{DB: c.DB}); err != nil {
+		add("db", "%v", redactErr(err, c.DB))
+	}
+	if c.Blob != "" {
+		if u, err := url.Parse(c.Blob); err != nil || (u.Scheme != "file" && u.Scheme != "s3") {
+			add("blob", "want empty (a directory in --data), a file:// URL or an s3:// URL")
+		}
+	}
+	if c.PublicURL == "" {
+		if wildcard {
+			add("public-url", "is required when --addr %s listens on every interface: set the URL clients use to reach this server", c.Addr)
+		}
+	} else if err := checkPublicURL(c.PublicURL); err != nil {
+		add("public-url", "%v", err)
+	}
+	if c.MetricsAddr != "" {
+		if _, err := splitAddr(c.MetricsAddr); err != nil {
+			add("metrics-addr", "%v", err)
+		} else if c.MetricsAddr == c.Addr {
+			add("metrics-addr", "must differ from --addr")
+		}
+	}
+	if c.MaxBodyBytes < 1024 {
+		add("max-body-bytes", "must be at least 1KiB, not %d bytes", c.MaxBodyBytes)
+	}
+	if _, err := telemetry.ParseLevel(c.LogLevel); err != nil {
+		add("log-level", "%v", err)
+	}
+	return errors.Join(errs...)
+}
+
+// splitAddr checks a host:port listen address and returns its host.
+func splitAddr(addr string) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("want host:port, not %q", addr)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return "", fmt.Errorf("port %q is not a number from 0 to 65535", port)
+	}
+	return host, nil
+}
+
+// isWildcard reports whether a listen host binds every interface.
+func isWildcard(host string) bool {
+	if host == "" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsUnspecified()
+}
+
+func checkPublicURL(s string) error {
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		return fmt.Errorf("not a URL: %q", s)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Errorf("want an http:// or https:// URL, not %q", s)
+	case u.Host == "":
+		return fmt.Errorf("URL %q has no host", s)
+	case u.User != nil:
+		return fmt.Errorf("URL must not carry credentials")
+	case u.RawQuery != "" || u.Fragment != "":
+		return fmt.Errorf("URL %q must not have a query or fragment", s)
+	}
+	return nil
+}
+
+// publicURL is c.PublicURL, or http://<addr> with the address the server
+// actually listens on.
+func (c Config) publicURL(listening net.Addr) string {
+	if c.PublicURL != "" {
+		return strings.TrimRight(c.PublicURL, "/")
+	}
+	return "http://" + listening.String()
+}
+
+// setting binds one Config field to its flag, environment variable and
+// config-file key.
+type setting struct {
+	flag  string
+	usage string
+	// serve marks settings only gyre serve (and gyre config) take; the
+	// others are global flags every command takes.
+	serve  bool
+	secret bool // shown redacted by gyre config
+	get    func(*Config) string
+	set    func(*Config, string) error
+}
+
+func (s setting) env() string { return "GYRE_" + strings.ToUpper(strings.ReplaceAll(s.flag, "-", "_")) }
+func (s setting) key() string { return strings.ReplaceAll(s.flag, "-", "_") }
+
+func str(f func(*Config) *string) (func(*Config) string, func(*Config, string) error) {
+	return func(c *Config) string { return *f(c) },
+		func(c *Config, v string) error { *f(c) = v; return nil }
+}
+
+// settings is every configurable field, in the order gyre config shows.
+var settings = func() []setting {
+	mk := func(flag, usage string, serve bool, f func(*Config) *string) setting {
+		get, set := str(f)
+		return setting{flag: flag, usage: usage, serve: serve, get: get, set: set}
+	}
+	db := mk("db", "store: empty for SQLite in --data, a postgres:// URL, or a SQLite file path", false, func(c *Config) *string { return &c.DB })
+	db.secret = true
+	return []setting{
+		mk("addr", "address to listen on, host:port", true, func(c *Config) *string { return &c.Addr }),
+		mk("data", "data directory (SQLite database, blobs, admin.key)", false, func(c *Config) *string { return &c.Data }),
+		db,
+		mk("blob", "blob store: empty for a directory in --data, file:///dir or s3://bucket?…", true, func(c *Config) *string { return &c.Blob }),
+		mk("public-url", "base URL clients reach this server at (default http://<addr>; required when --addr listens on every interface)", true, func(c *Config) *string { return &c.PublicURL }),
+		mk("metrics-addr", "also serve /metrics without a key on this host:port", true, func(c *Config) *string { return &c.MetricsAddr }),
+		{
+			flag: "max-body-bytes", usage: "request body limit of gyre's own APIs, after decompression (e.g. 4MiB, 512KiB, 1000000)", serve: true,
+			get: func(c *Config) string { return formatBytes(c.MaxBodyBytes) },
+			set: func(c *Config, v string) error {
+				n, err := parseBytes(v)
+				if err != nil {
+					return err
+				}
+				c.MaxBodyBytes = n
+				return nil
+			},
+		},
+		mk("log-level", "log level: debug, info, warn or error", false, func(c *Config) *string { return &c.LogLevel }),
+		mk("bootstrap-admin-key-file", "write the first admin key of an empty store here (default <data>/admin.key on SQLite; PostgreSQL bootstraps only with this flag)", true, func(c *Config) *string { return &c.BootstrapAdminKeyFile }),
+	}
+}()
+
+// source says where a resolved setting came from.
+type source struct {
+	Value  string `json:"value"`
+	Source string `json:"source"`
+}
+
+// bindFlags registers the settings a command takes on fs, with their
+// defaults in the help text.
+func bindFlags(fs *pflag.FlagSet, serve bool) {
+	def := Defaults()
+	for _, s := range settings {
+		if s.serve && !serve {
+			continue
+		}
+		fs.String(s.flag, s.get(&def), s.usage+" [$"+s.env()+"]")
+	}
+}
+
+// resolver computes a Config from flags, environment, config file and
+// defaults.
+type resolver struct {
+	lookupEnv func(string) (string, bool)
+}
+
+// resolve computes the Config for a command whose flags are fs (the
+// global ones included); serve says whether the serve settings apply. It
+// also returns where each setting came from.
+func (r resolver) resolve(fs *pflag.FlagSet, serve bool) (Config, map[string]source, error) {
+	file, path, err := r.loadFile(fs)
+	if err != nil {
+		return Config{}, nil, err
+	}
+	c := Defaults()
+	from := map[string]source{}
+	for _, s := range settings {
+		if s.serve && !serve {
+			continue
+		}
+		var v, src string
+		if f := fs.Lookup(s.flag); f != nil && f.Changed {
+			v, src = f.Value.String(), "flag --"+s.flag
+		} else if ev, ok := r.lookupEnv(s.env()); ok {
+			v, src = ev, "env "+s.env()
+		} else if fv, ok := file[s.key()]; ok {
+			v, src = fv, "file "+path
+		} else {
+			src = "default"
+			v = s.get(&c)
+		}
+		if err := s.set(&c, v); err != nil {
+			return Config{}, nil, fmt.Errorf("--%s (from %s): %w", s.flag, src, err)
+		}
+		shown := s.get(&c)
+		if s.secret {
+			shown = redactURL(shown)
+		}
+		from[s.flag] = source{Value: shown, Source: src}
+	}
+	return c, from, nil
+}
+
+// loadFile reads the config file named by --config or GYRE_CONFIG, if
+// any, into a map from key to value. Unknown keys are an error that names
+// the key and its line.
+func (r resolver) loadFile(fs *pflag.FlagSet) (map[string]string, string, error) {
+	path := ""
+	if f := fs.Lookup("config"); f != nil && f.Changed {
+		path = f.Value.String()
+	} else if v, ok := r.lookupEnv("GYRE_CONFIG"); ok {
+		path = v
+	}
+	if path == "" {
+		return nil, "", nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, "", fmt.Errorf("read config file: %w", err)
+	}
+	m, err := parseConfigFile(b)
+	if err != nil {
+		return nil, "", fmt.Errorf("config file %s: %w", path, err)
+	}
+	return m, path, nil
+}
+
+// parseConfigFile parses a YAML mapping of setting keys to scalars.
+func parseConfigFile(b []byte) (map[string]string, error) {
+	var doc yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return map[string]string{}, nil // an empty file sets nothing
+		}
+		return nil, fmt.Errorf("not valid YAML: %w", err)
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err == nil {
+		return nil, fmt.Errorf("line %d: only one YAML document is allowed", extra.Line)
+	}
+	root := &doc
+	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
+		root = root.Content[0]
+	}
+	if root.Kind == yaml.ScalarNode && root.Tag == "!!null" {
+		return map[string]string{}, nil
+	}
+	if root.Kind != yaml.MappingNode {
+		return nil, fmt.Errorf("line %d: want a mapping of settings (key: value)", root.Line)
+	}
+	known := make([]string, len(settings))
+	for i, s := range settings {
+		known[i] = s.key()
+	}
+	out := map[string]string{}
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		k, v := root.Content[i], root.Content[i+1]
+		if !slices.Contains(known, k.Value) {
+			msg := fmt.Sprintf("line %d: unknown key %q", k.Line, k.Value)
+			if alt := strings.ReplaceAll(k.Value, "-", "_"); alt != k.Value && slices.Contains(known, alt) {
+				msg += fmt.Sprintf(" (did you mean %q?)", alt)
+			} else {
+				msg += " (known keys: " + strings.Join(known, ", ") + ")"
+			}
+			return nil, errors.New(msg)
+		}
+		if _, dup := out[k.Value]; dup {
+			return nil, fmt.Errorf("line %d: key %q is set twice", k.Line, k.Value)
+		}
+		if v.Kind != yaml.ScalarNode {
+			return nil, fmt.Errorf("line %d: %s must be a single value", v.Line, k.Value)
+		}
+		if v.Tag == "!!null" {
+			out[k.Value] = ""
+			continue
+		}
+		out[k.Value] = v.Value
+	}
+	return out, nil
+}
+
+// redactErr replaces a secret-bearing URL in err's message by its
+// redacted form.
+func redactErr(err error, rawURL string) string {
+	msg := err.Error()
+	if r := redactURL(rawURL); r != rawURL {
+		msg = strings.ReplaceAll(msg, rawURL, r)
+	}
+	return msg
+}
+
+// redactURL hides the password of a URL.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.User == nil {
+		return s
+	}
+	return u.Redacted()
+}
+
+// parseBytes parses a size: a number of bytes, optionally with a unit
+// B, KB, MB, GB (powers of 1000) or KiB, MiB, GiB (powers of 1024).
+func parseBytes(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	i := 0
+	for i < len(t) && t[i] >= '0' && t[i] <= '9' {
+		i++
+	}
+	if i == 0 {
+		return 0, fmt.Errorf("invalid size %q: want a number of bytes such as 4MiB or 1000000", s)
+	}
+	n, err := strconv.ParseInt(t[:i], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("invalid size %q: %w", s, err)
+	}
+	units := map[string]int64{
+		"": 1, "b": 1,
+		"k": 1000, "kb": 1000, "m": 1000 * 1000, "mb": 1000 * 1000, "g": 1000 * 1000 * 1000, "gb": 1000 * 1000 * 1000,
+		"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30,
+	}
+	mult, ok := units[strings.ToLower(strings.TrimSpace(t[i:]))]
+	if !ok {
+		return 0, fmt.Errorf("invalid size %q: unknown unit %q (want B, KB, MB, GB, KiB, MiB or GiB)", s, strings.TrimSpace(t[i:]))
+	}
+	if n > (1<<62)/mult {
+		return 0, fmt.Errorf("invalid size %q: too large", s)
+	}
+	return n * mult, nil
+}
+
+// formatBytes writes n in the largest binary unit that divides it.
+func formatBytes(n int64) string {
+	switch {
+	case n > 0 && n%(1<<30) == 0:
+		return strconv.FormatInt(n>>30, 10) + "GiB"
+	case n > 0 && n%(1<<20) == 0:
+		return strconv.FormatInt(n>>20, 10) + "MiB"
+	case n > 0 && n%(1<<10) == 0:
+		return strconv.FormatInt(n>>10, 10) + "KiB"
+	}
+	return strconv.FormatInt(n, 10)
+}

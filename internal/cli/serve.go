@@ -1,0 +1,208 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gyrehq/gyre"
+	"github.com/gyrehq/gyre/internal/api"
+	"github.com/gyrehq/gyre/internal/auth"
+	"github.com/gyrehq/gyre/internal/blobstore"
+	"github.com/gyrehq/gyre/internal/clock"
+	"github.com/gyrehq/gyre/internal/store"
+	"github.com/gyrehq/gyre/internal/telemetry"
+)
+
+func (a *app) serveCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the control plane",
+		Long: `Run the gyre control plane: the admin API under /api/v1, /healthz, /readyz
+and /metrics, until SIGINT or SIGTERM, then drain in-flight requests and exit 0.
+
+The store is SQLite in --data unless --db names a PostgreSQL database; its
+migrations run at start. On the first start with an empty SQLite store, gyre
+creates the tenant "default" and one admin key, and writes the key to
+<data>/admin.key (mode 0600); the log shows only the file's path. On
+PostgreSQL, a first admin key is created only with --bootstrap-admin-key-file;
+otherwise run "gyre tenants create NAME".
+
+/metrics needs a key of any role, unless --metrics-addr serves it without one
+on a separate address.`,
+		Example: `  gyre serve
+  gyre serve --addr :7070 --public-url https://gyre.example.com
+  GYRE_DB=postgres://gyre@db/gyre gyre serve --bootstrap-admin-key-file /run/secrets/admin.key`,
+		Args: argsUsage(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, _, err := a.config(cmd, true)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			go func() {
+				// After the first signal, a second one ends the process at
+				// once instead of waiting for the drain.
+				<-ctx.Done()
+				stop()
+			}()
+			return a.serve(ctx, c)
+		},
+	}
+	bindFlags(cmd.Flags(), true)
+	return cmd
+}
+
+// serve runs the server with c until ctx is cancelled.
+func (a *app) serve(ctx context.Context, c Config) error {
+	log := a.logger(c)
+	st, err := openStore(ctx, c, log)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if err := bootstrap(ctx, st, c, log); err != nil {
+		return err
+	}
+	// The blob store is not used by any route yet; opening it checks the
+	// --blob setting and that the bucket is reachable before serving.
+	blobs, err := blobstore.Open(ctx, c.Blob, c.Data)
+	if err != nil {
+		return err
+	}
+	defer blobs.Close()
+
+	ln, err := net.Listen("tcp", c.Addr)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	var mln net.Listener
+	if c.MetricsAddr != "" {
+		if mln, err = net.Listen("tcp", c.MetricsAddr); err != nil {
+			ln.Close()
+			return fmt.Errorf("listen for metrics: %w", err)
+		}
+	}
+	srv, err := api.New(api.Config{
+		PublicURL:    c.publicURL(ln.Addr()),
+		MaxBodyBytes: c.MaxBodyBytes,
+	}, api.Deps{Store: st, Logger: log, Clock: clock.Real{}, Metrics: telemetry.NewMetrics()})
+	if err != nil {
+		ln.Close()
+		if mln != nil {
+			mln.Close()
+		}
+		return err
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 2)
+	n := 1
+	go func() { errc <- srv.Serve(ctx, ln); cancel() }()
+	attrs := []any{
+		slog.String("addr", ln.Addr().String()),
+		slog.String("public_url", c.publicURL(ln.Addr())),
+		slog.String("store", st.Engine()),
+		slog.String("data", c.Data),
+	}
+	if mln != nil {
+		n++
+		go func() { errc <- srv.ServeMetrics(ctx, mln); cancel() }()
+		attrs = append(attrs, slog.String("metrics_addr", mln.Addr().String()))
+	}
+	log.Info("listening", attrs...)
+	var errs []error
+	for range n {
+		if err := <-errc; err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// bootstrap creates the tenant "default" and its first admin key on an
+// empty store (SPEC §3), writing the key to a new file of mode 0600: by
+// default <data>/admin.key on SQLite; on PostgreSQL only when
+// --bootstrap-admin-key-file names one. The store makes sure that of
+// several replicas exactly one creates the key. An existing key file is
+// never rewritten.
+func bootstrap(ctx context.Context, st store.Store, c Config, log *slog.Logger) error {
+	path := c.BootstrapAdminKeyFile
+	if path == "" {
+		if st.Engine() != "sqlite" {
+			return nil
+		}
+		path = filepath.Join(c.Data, "admin.key")
+		if err := os.MkdirAll(c.Data, 0o700); err != nil {
+			return fmt.Errorf("bootstrap: create data directory: %w", err)
+		}
+	}
+	if _, err := os.Lstat(path); err == nil {
+		tenants, err := st.ListTenants(ctx)
+		if err != nil {
+			return fmt.Errorf("bootstrap: %w", err)
+		}
+		if len(tenants) == 0 {
+			return fmt.Errorf("bootstrap: %s exists but the store is empty: move the old key file away so that gyre can write the new admin key there", path)
+		}
+		return nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("bootstrap: %w", err)
+	}
+	secret, hash, err := auth.NewKey()
+	if err != nil {
+		return fmt.Errorf("bootstrap: %w", err)
+	}
+	created, key, err := st.BootstrapIfEmpty(ctx, store.Bootstrap{
+		TenantName: gyre.DefaultTenant,
+		Key:        store.NewKey{Name: "bootstrap admin", Role: gyre.RoleAdmin, Hash: hash},
+	})
+	if err != nil {
+		return fmt.Errorf("bootstrap: %w", err)
+	}
+	if !created {
+		return nil
+	}
+	if err := writeKeyFile(path, secret); err != nil {
+		return fmt.Errorf("bootstrap: admin key %s was created but could not be saved (create another with gyre keys create --tenant %s --role admin): %w",
+			key.ID, gyre.DefaultTenant, err)
+	}
+	log.Info("created the default tenant and its admin key",
+		slog.String("tenant", gyre.DefaultTenant),
+		slog.String("key_id", key.ID),
+		slog.String("key_file", path))
+	return nil
+}
+
+// writeKeyFile writes secret to a new file of mode 0600; it never
+// replaces an existing file.
+func writeKeyFile(path, secret string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteString(secret + "\n"); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

@@ -1,0 +1,35 @@
+package sqlstore
+
+import (
+	"io/fs"
+
+	"github.com/pressly/goose/v3"
+)
+
+// Dialect is everything sqlstore needs to know about one SQL engine. It is
+// deliberately small: queries are shared, so a dialect only classifies
+// errors and names the few engine-specific statements.
+type Dialect struct {
+	// Engine is what Store.Engine reports: "sqlite" or "postgres".
+	Engine string
+	// Goose is the goose dialect of the engine's migrations.
+	Goose goose.Dialect
+	// Migrations holds the engine's goose SQL migrations at its root.
+	Migrations fs.FS
+	// VersionTableExists is a query returning one boolean row: whether
+	// goose's version table exists where the store looks for it.
+	VersionTableExists string
+	// TxLock, when set, is a statement taking a lock identified by the
+	// int64 $1 until the transaction ends (pg_advisory_xact_lock). It is
+	// empty on engines whose write transactions already exclude each other.
+	TxLock string
+	// IsUniqueViolation reports whether err is a unique-constraint violation.
+	IsUniqueViolation func(err error) bool
+	// IsRetryable reports whether a write transaction failed only because
+	// of a concurrent one and may be run again from the start. Nil means
+	// never.
+	IsRetryable func(err error) bool
+}
+
+// versionTable is goose's version table, the same on both engines.
+const versionTable = goose.DefaultTablename

@@ -1,0 +1,7 @@
+// Package telemetry sets up gyre's logs and metrics: a log/slog logger
+// (JSON when the output is not a terminal, text otherwise) and one
+// Prometheus registry per server, never the process-wide default, holding
+// the Go and process collectors and the HTTP request metrics. Metric
+// labels carry route templates and statuses only, never raw paths, so no
+// customer string or secret becomes a label.
+package telemetry
