@@ -12,6 +12,7 @@ import (
 
 	"github.com/gyrehq/gyre"
 	"github.com/gyrehq/gyre/internal/auth"
+	"github.com/gyrehq/gyre/internal/blobstore"
 	"github.com/gyrehq/gyre/internal/clock"
 	"github.com/gyrehq/gyre/internal/store"
 	"github.com/gyrehq/gyre/internal/telemetry"
@@ -111,6 +112,9 @@ type Deps struct {
 	Clock clock.Clock
 	// Metrics is the server's registry; nil creates a fresh one.
 	Metrics *telemetry.Metrics
+	// Blobs holds fixtures, bodies and artifacts. Required by the routes
+	// that store blobs; nil answers them 503.
+	Blobs *blobstore.Store
 }
 
 // Server is gyre serve's HTTP server.
@@ -120,6 +124,7 @@ type Server struct {
 	log      *slog.Logger
 	clock    clock.Clock
 	metrics  *telemetry.Metrics
+	blobs    *blobstore.Store
 	auth     *auth.Authenticator
 	mux      *http.ServeMux
 	patterns map[string]bool
@@ -149,6 +154,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 		log:      d.Logger,
 		clock:    d.Clock,
 		metrics:  d.Metrics,
+		blobs:    d.Blobs,
 		auth:     auth.NewAuthenticator(d.Store),
 		mux:      http.NewServeMux(),
 		patterns: map[string]bool{},
@@ -231,6 +237,11 @@ var (
 	public    = access{quiet: true}
 	anyKey    = access{roles: gyre.Roles, quiet: true}
 	adminOnly = access{roles: []gyre.Role{gyre.RoleAdmin}}
+	// agentOnly is the flywheel/1 surface: /turns, claim, heartbeat,
+	// release, output. Handlers also check the key's agent allow-list.
+	agentOnly = access{roles: []gyre.Role{gyre.RoleAgent}}
+	// reader opens a GET to readers (and admins).
+	reader = access{roles: []gyre.Role{gyre.RoleReader}}
 )
 
 // handle registers h under pattern ("METHOD /path/{param}") with the
@@ -282,4 +293,9 @@ func (s *Server) routes() {
 	s.handle("POST /api/v1/keys", adminOnly, s.createKey)
 	s.handle("GET /api/v1/keys", adminOnly, s.listKeys)
 	s.handle("DELETE /api/v1/keys/{id}", adminOnly, s.revokeKey)
+
+	// Each concept registers its routes from its own file.
+	s.turnRoutes()
+	s.catalogRoutes()
+	s.rolloutRoutes()
 }

@@ -74,8 +74,8 @@ func (a *app) serve(ctx context.Context, c Config) error {
 	if err := bootstrap(ctx, st, c, log); err != nil {
 		return err
 	}
-	// The blob store is not used by any route yet; opening it checks the
-	// --blob setting and that the bucket is reachable before serving.
+	// Opening the blob store checks the --blob setting and that the
+	// bucket is reachable before serving.
 	blobs, err := blobstore.Open(ctx, c.Blob, c.Data)
 	if err != nil {
 		return err
@@ -96,7 +96,7 @@ func (a *app) serve(ctx context.Context, c Config) error {
 	srv, err := api.New(api.Config{
 		PublicURL:    c.publicURL(ln.Addr()),
 		MaxBodyBytes: c.MaxBodyBytes,
-	}, api.Deps{Store: st, Logger: log, Clock: clock.Real{}, Metrics: telemetry.NewMetrics()})
+	}, api.Deps{Store: st, Logger: log, Clock: clock.Real{}, Metrics: telemetry.NewMetrics(), Blobs: blobs})
 	if err != nil {
 		ln.Close()
 		if mln != nil {

@@ -61,6 +61,11 @@ type Store interface {
 	// Close releases the store's connections.
 	Close() error
 
+	// Each concept's methods live in its own file of this package.
+	TurnStore
+	CatalogStore
+	RolloutStore
+
 	// CreateTenant creates a tenant; ErrConflict if the name exists.
 	CreateTenant(ctx context.Context, name string) (gyre.Tenant, error)
 	// TenantByName finds a tenant; ErrNotFound if none.
