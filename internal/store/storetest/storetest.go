@@ -57,6 +57,11 @@ func Run(t *testing.T, open Opener) {
 	t.Run("BootstrapAtomic", func(t *testing.T) { t.Parallel(); testBootstrapAtomic(t, open) })
 	t.Run("ConcurrentCreates", func(t *testing.T) { t.Parallel(); testConcurrentCreates(t, open) })
 	t.Run("CanceledContext", func(t *testing.T) { t.Parallel(); testCanceledContext(t, open) })
+
+	// Each concept's conformance tests live in their own file.
+	t.Run("Turns", func(t *testing.T) { t.Parallel(); runTurns(t, open) })
+	t.Run("Catalog", func(t *testing.T) { t.Parallel(); runCatalog(t, open) })
+	t.Run("Rollouts", func(t *testing.T) { t.Parallel(); runRollouts(t, open) })
 }
 
 // Hash returns a distinct key hash for a test-chosen secret.
