@@ -14,6 +14,7 @@ import (
 	"github.com/gyrehq/gyre/internal/auth"
 	"github.com/gyrehq/gyre/internal/blobstore"
 	"github.com/gyrehq/gyre/internal/clock"
+	"github.com/gyrehq/gyre/internal/rollout"
 	"github.com/gyrehq/gyre/internal/store"
 	"github.com/gyrehq/gyre/internal/telemetry"
 )
@@ -55,6 +56,11 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// ReadyTimeout bounds the store check of /readyz (default 5 s).
 	ReadyTimeout time.Duration
+	// AllowCommand decides whether a suite may declare a command grader
+	// running the executable argv0 (gyre.yaml graders.command.allow). nil
+	// refuses every command grader: POST /api/v1/suites and
+	// /api/v1/tasks/from-turns answer 422 grader_not_allowed (SPEC §8).
+	AllowCommand func(argv0 string) bool
 }
 
 // WithDefaults returns c with every zero field set to its default.
@@ -115,6 +121,9 @@ type Deps struct {
 	// Blobs holds fixtures, bodies and artifacts. Required by the routes
 	// that store blobs; nil answers them 503.
 	Blobs *blobstore.Store
+	// Rollouts runs claims, leases and outputs. Required by the flywheel/1
+	// rollout routes; nil answers them 503.
+	Rollouts *rollout.Service
 }
 
 // Server is gyre serve's HTTP server.
@@ -125,6 +134,7 @@ type Server struct {
 	clock    clock.Clock
 	metrics  *telemetry.Metrics
 	blobs    *blobstore.Store
+	rollout  *rollout.Service
 	auth     *auth.Authenticator
 	mux      *http.ServeMux
 	patterns map[string]bool
@@ -155,6 +165,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 		clock:    d.Clock,
 		metrics:  d.Metrics,
 		blobs:    d.Blobs,
+		rollout:  d.Rollouts,
 		auth:     auth.NewAuthenticator(d.Store),
 		mux:      http.NewServeMux(),
 		patterns: map[string]bool{},
@@ -207,6 +218,9 @@ func (s *Server) serve(ctx context.Context, ln net.Listener, h http.Handler) err
 	case <-ctx.Done():
 	}
 	s.log.Info("shutting down", slog.String("addr", ln.Addr().String()))
+	if s.rollout != nil {
+		s.rollout.Close() // long-polls answer an empty claim at once
+	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
 	defer cancel()
 	err := srv.Shutdown(sctx)

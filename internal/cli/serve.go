@@ -19,6 +19,7 @@ import (
 	"github.com/gyrehq/gyre/internal/auth"
 	"github.com/gyrehq/gyre/internal/blobstore"
 	"github.com/gyrehq/gyre/internal/clock"
+	"github.com/gyrehq/gyre/internal/rollout"
 	"github.com/gyrehq/gyre/internal/store"
 	"github.com/gyrehq/gyre/internal/telemetry"
 )
@@ -93,10 +94,19 @@ func (a *app) serve(ctx context.Context, c Config) error {
 			return fmt.Errorf("listen for metrics: %w", err)
 		}
 	}
+	rollouts, err := rollout.New(rollout.Config{PublicURL: c.publicURL(ln.Addr())},
+		rollout.Deps{Store: st, Clock: clock.Real{}, Logger: log})
+	if err != nil {
+		ln.Close()
+		if mln != nil {
+			mln.Close()
+		}
+		return err
+	}
 	srv, err := api.New(api.Config{
 		PublicURL:    c.publicURL(ln.Addr()),
 		MaxBodyBytes: c.MaxBodyBytes,
-	}, api.Deps{Store: st, Logger: log, Clock: clock.Real{}, Metrics: telemetry.NewMetrics(), Blobs: blobs})
+	}, api.Deps{Store: st, Logger: log, Clock: clock.Real{}, Metrics: telemetry.NewMetrics(), Blobs: blobs, Rollouts: rollouts})
 	if err != nil {
 		ln.Close()
 		if mln != nil {
@@ -107,6 +117,12 @@ func (a *app) serve(ctx context.Context, c Config) error {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// The watchdog and grader stop only after the listeners have drained,
+	// so that no accepted output waits for a grader that already left.
+	jobsCtx, stopJobs := context.WithCancel(context.WithoutCancel(ctx))
+	jobsDone := make(chan struct{})
+	go func() { rollouts.Run(jobsCtx); close(jobsDone) }()
+	defer func() { stopJobs(); <-jobsDone }()
 	errc := make(chan error, 2)
 	n := 1
 	go func() { errc <- srv.Serve(ctx, ln); cancel() }()

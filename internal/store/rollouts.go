@@ -1,6 +1,359 @@
 package store
 
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/gyrehq/gyre"
+)
+
+// Sentinels of the rollout state machine, in the order the flywheel/1
+// routes check them (SPEC §4.4–§4.6).
+var (
+	// ErrLeaseLost: the lease token is not the claim's, or the lease lapsed.
+	ErrLeaseLost = errors.New("lease lost")
+	// ErrRolloutFinished: the rollout is submitted, graded or ended.
+	ErrRolloutFinished = errors.New("rollout finished")
+	// ErrOutputConflict: a different output is already stored.
+	ErrOutputConflict = errors.New("a different output is already stored")
+	// ErrDeadlineExceeded: the output came after deadline + grace.
+	ErrDeadlineExceeded = errors.New("deadline exceeded")
+	// ErrAlreadyStarted: the gateway counted a completion, so the rollout
+	// cannot be released.
+	ErrAlreadyStarted = errors.New("rollout already started")
+	// ErrPolicyNotFound: a batch names a policy the tenant does not have.
+	ErrPolicyNotFound = errors.New("policy not found")
+)
+
+// FieldError is a store refusal caused by one field of the caller's
+// request, which the API reports with Pointer.
+type FieldError struct {
+	Pointer string
+	Err     error
+}
+
+func (e *FieldError) Error() string { return e.Pointer + ": " + e.Err.Error() }
+func (e *FieldError) Unwrap() error { return e.Err }
+
+// Batch is a set of rollouts minted together (SPEC §4.2).
+type Batch struct {
+	ID          string
+	TenantID    string
+	AgentID     string
+	Policy      *string
+	GroupSize   int
+	DeadlineS   float64
+	MaxAttempts int
+	RetryOn     []string
+	// Limits is the batch's gateway limits object, nil when none.
+	Limits      json.RawMessage
+	TaskIDs     []string
+	CreatedAt   time.Time
+	CancelledAt *time.Time
+}
+
+// NewBatch is what CreateBatch stores.
+type NewBatch struct {
+	TenantID    string
+	AgentID     string
+	Policy      *string
+	TaskIDs     []string
+	GroupSize   int
+	DeadlineS   float64
+	MaxAttempts int
+	RetryOn     []string
+	Limits      json.RawMessage
+	// IdempotencyKey, when set, returns the batch created under the same
+	// key in the last 24 hours instead of creating another.
+	IdempotencyKey string
+}
+
+// BatchSummary is a batch with its progress.
+type BatchSummary struct {
+	Batch
+	// Counts has one entry per rollout state with at least one rollout.
+	Counts map[gyre.RolloutState]int
+	// Groups is the number of task groups; GroupsComplete those whose
+	// current rollouts have all reached a final state.
+	Groups         int
+	GroupsComplete int
+	// TrainingGrade counts rollouts decided training grade.
+	TrainingGrade int
+}
+
+// Rollout is one attempt at one task by one agent: the attribution unit.
+type Rollout struct {
+	ID            string
+	TenantID      string
+	AgentID       string
+	BatchID       string
+	TaskID        string
+	GroupID       string
+	Attempt       int
+	State         gyre.RolloutState
+	WorkerID      *string
+	WorkerVersion *string
+	TurnInput     string
+	CreatedAt     time.Time
+	ClaimedAt     *time.Time
+	// LeaseGrant is the lease length granted at claim; renewals extend
+	// the lease to now + LeaseGrant.
+	LeaseGrant     time.Duration
+	LeaseExpiresAt *time.Time
+	Deadline       *time.Time
+	SubmittedAt    *time.Time
+	EndedAt        *time.Time
+	GradedAt       *time.Time
+	// Output is the accepted RolloutOutput after intake normalisation,
+	// nil until one is accepted.
+	Output          json.RawMessage
+	ExclusionReason *string
+	// Reconciliation is on_policy, off_policy or unreconciled; nil until
+	// decided.
+	Reconciliation       *string
+	ReconciliationReason *string
+	ServerFingerprint    json.RawMessage
+	// TrainingGrade is nil until decided.
+	TrainingGrade           *bool
+	NotTrainingGradeReasons []string
+}
+
+// RolloutSecrets are the hashes of one rollout's fresh secrets; the
+// plaintexts go to the worker once and are never stored.
+type RolloutSecrets struct {
+	LeaseToken   [32]byte
+	GatewayToken [32]byte
+	GatewayKey   [32]byte
+}
+
+// ClaimRequest leases up to Max queued rollouts of one agent.
+type ClaimRequest struct {
+	TenantID      string
+	AgentID       string
+	Max           int
+	Lease         time.Duration // already clamped by the caller
+	WorkerID      string
+	WorkerVersion string
+	// IdempotencyKey, when set, makes a retried claim whose leases are
+	// still live return the same rollouts, with Secrets rotated in.
+	IdempotencyKey string
+	// Secrets holds Max sets of fresh secrets, one per rollout claimed.
+	Secrets []RolloutSecrets
+}
+
+// Claimed is one leased rollout; Secrets indexes ClaimRequest.Secrets.
+type Claimed struct {
+	Rollout Rollout
+	Secrets int
+}
+
+// ClaimResult is what Claim leased.
+type ClaimResult struct {
+	Rollouts []Claimed
+	// MoreQueued reports whether queued work remains for the agent.
+	MoreQueued bool
+	// Now is the store's clock at the claim, for the response's Date.
+	Now time.Time
+}
+
+// OutputSubmission is an agent's RolloutOutput, validated and normalised.
+type OutputSubmission struct {
+	TenantID   string
+	RolloutID  string
+	LeaseToken [32]byte
+	// Output is the normalised RolloutOutput JSON; OutputHash the SHA-256
+	// of its JCS form, which decides replays.
+	Output     json.RawMessage
+	OutputHash string
+	// Exclusion is the output's exclusion reason, nil when none.
+	Exclusion *string
+	// Grace is how long after the deadline an output is still accepted.
+	Grace time.Duration
+}
+
+// OutputResult is what SubmitOutput did.
+type OutputResult struct {
+	State    gyre.RolloutState
+	Replayed bool
+	// Retry is the id of the rollout minted to retry this one, if any.
+	Retry string
+}
+
+// SweepResult lists what one watchdog sweep changed.
+type SweepResult struct {
+	Abandoned        []string
+	DeadlineExceeded []string
+	// Retries are the rollouts minted for abandoned ones.
+	Retries []Requeued
+}
+
+// Requeued names a rollout queued by the store itself (a retry), so the
+// caller can wake that agent's claimers.
+type Requeued struct {
+	RolloutID string
+	TenantID  string
+	AgentID   string
+}
+
+// GatewayGrant is what the gateway needs to admit a request for a rollout.
+type GatewayGrant struct {
+	RolloutID string
+	TenantID  string
+	AgentID   string
+	BatchID   string
+	Policy    *string
+	// Limits is the batch's gateway limits object, nil when none.
+	Limits   json.RawMessage
+	KeyHash  [32]byte
+	State    gyre.RolloutState
+	Deadline time.Time
+	Revoked  bool
+}
+
+// Job is one unit of durable server work (grading, reconciliation).
+type Job struct {
+	ID        int64
+	Kind      string
+	SubjectID string
+	Attempts  int
+	// Token identifies this claim of the job: only it may finish or
+	// retry the job, so a re-enqueue while it runs is never lost.
+	Token string
+}
+
+// Job kinds.
+const (
+	JobGrade = "grade"
+)
+
+// GradingInput is everything grading a rollout reads.
+type GradingInput struct {
+	Rollout Rollout
+	// Graders is the task's compiled verifier suite, frozen at its creation.
+	Graders json.RawMessage
+	// Input is the task's case input object.
+	Input json.RawMessage
+	// Completions counts the gateway's counted completions; Recorded all
+	// gateway records of the rollout.
+	Completions int
+	Recorded    int
+}
+
+// GradeResult is what grading decided for a rollout.
+type GradeResult struct {
+	RolloutID            string
+	Verdicts             json.RawMessage
+	GraderVersions       json.RawMessage
+	Reconciliation       *string
+	ReconciliationReason *string
+	TrainingGrade        bool
+	Reasons              []string
+}
+
+// RolloutFilter narrows ListRollouts; empty fields match everything.
+type RolloutFilter struct {
+	AgentID string
+	State   gyre.RolloutState
+	BatchID string
+}
+
+// AgentSummary is one agent seen in a tenant with its rollout counts.
+type AgentSummary struct {
+	AgentID     string
+	FirstSeenAt time.Time
+	Counts      map[gyre.RolloutState]int
+	// Exclusions counts rollouts by exclusion: the output's reason, or
+	// "state:<name>" for rollouts the server ended.
+	Exclusions map[string]int
+}
+
+// VerdictSet is one grading of a subject; the latest is current.
+type VerdictSet struct {
+	ID             string
+	Verdicts       json.RawMessage
+	GraderVersions json.RawMessage
+	CreatedAt      time.Time
+}
+
 // RolloutStore keeps batches and rollouts and runs their state machine
-// (SPEC §4.2–§4.7): claims, leases, heartbeats, outputs, the watchdog.
+// (SPEC §4.2–§4.7): claims, leases, heartbeats, outputs, the watchdog, and
+// the durable job queue that grades accepted outputs.
 type RolloutStore interface {
+	// CreateBatch mints GroupSize queued rollouts per task, all of a task
+	// sharing a group id. A task id that is not the tenant's is a
+	// *FieldError at /task_ids/<i> wrapping ErrNotFound; a policy the
+	// tenant lacks a *FieldError at /policy wrapping ErrPolicyNotFound. With an
+	// IdempotencyKey seen in the last 24 h it returns that batch and
+	// existed = true.
+	CreateBatch(ctx context.Context, b NewBatch) (batch Batch, rolloutIDs []string, existed bool, err error)
+	// BatchSummary returns a batch with its progress.
+	BatchSummary(ctx context.Context, tenantID, batchID string) (BatchSummary, error)
+	// CancelBatch cancels the batch's queued and leased rollouts and
+	// revokes their gateway tokens; it returns how many it cancelled.
+	CancelBatch(ctx context.Context, tenantID, batchID string) (int, error)
+
+	// Claim leases queued rollouts of one agent, oldest batch first and
+	// task by task within a batch. No rollout is ever leased twice.
+	Claim(ctx context.Context, c ClaimRequest) (ClaimResult, error)
+	// Heartbeat renews a lease to now + the granted length and returns
+	// the new expiry. Errors, in order: ErrNotFound, ErrLeaseLost (token),
+	// ErrRolloutFinished, ErrLeaseLost (lapsed or swept).
+	Heartbeat(ctx context.Context, tenantID, rolloutID string, leaseToken [32]byte) (time.Time, error)
+	// CheckLease is the read-only first half of the output checks:
+	// ErrNotFound, or ErrLeaseLost when the token is not the claim's.
+	CheckLease(ctx context.Context, tenantID, rolloutID string, leaseToken [32]byte) error
+	// SubmitOutput accepts an output, or replays an identical one, or
+	// refuses (ErrNotFound, ErrLeaseLost, ErrOutputConflict,
+	// ErrDeadlineExceeded), in the order of SPEC §4.6. Acceptance revokes
+	// the gateway token, enqueues grading and, for a retryable exclusion
+	// with attempts left, mints the retry — all in one transaction.
+	SubmitOutput(ctx context.Context, o OutputSubmission) (OutputResult, error)
+	// Release hands a leased rollout back: it ends released and its task
+	// is re-queued as a new rollout without spending an attempt. It
+	// returns the new rollout's id. ErrAlreadyStarted when the gateway
+	// counted a completion.
+	Release(ctx context.Context, tenantID, rolloutID string, leaseToken [32]byte) (string, error)
+	// CancelRollout cancels a queued or leased rollout and revokes its
+	// gateway token; ErrRolloutFinished if it already ended.
+	CancelRollout(ctx context.Context, tenantID, rolloutID string) (Rollout, error)
+	// Sweep is one watchdog pass over at most limit rollouts of each
+	// kind: leased rollouts past deadline + grace end deadline_exceeded;
+	// leased rollouts whose lease lapsed end abandoned (gateway token
+	// revoked) and are retried while attempts remain. Safe on every
+	// replica at once.
+	Sweep(ctx context.Context, grace time.Duration, limit int) (SweepResult, error)
+	// HasQueued reports whether the agent has queued rollouts.
+	HasQueued(ctx context.Context, tenantID, agentID string) (bool, error)
+
+	// GatewayGrant finds the rollout a gateway token belongs to;
+	// ErrNotFound for unknown tokens.
+	GatewayGrant(ctx context.Context, tokenHash [32]byte) (GatewayGrant, error)
+
+	// GetRollout returns one of the tenant's rollouts.
+	GetRollout(ctx context.Context, tenantID, rolloutID string) (Rollout, error)
+	// ListRollouts lists the tenant's rollouts, newest first.
+	ListRollouts(ctx context.Context, tenantID string, f RolloutFilter, p Page) ([]Rollout, string, error)
+	// ListAgents lists the agents seen in the tenant with their counts.
+	ListAgents(ctx context.Context, tenantID string) ([]AgentSummary, error)
+	// VerdictSets returns a subject's verdict sets, oldest first.
+	VerdictSets(ctx context.Context, tenantID, subjectKind, subjectID string) ([]VerdictSet, error)
+
+	// ClaimJobs leases up to n due jobs of the given kinds for owner until
+	// now + lease. A job whose lease lapsed is due again.
+	ClaimJobs(ctx context.Context, owner string, kinds []string, n int, lease time.Duration) ([]Job, error)
+	// FinishJob removes a done job, unless it was enqueued again since
+	// this claim.
+	FinishJob(ctx context.Context, j Job) error
+	// RetryJob makes a failed job due again after a delay.
+	RetryJob(ctx context.Context, j Job, after time.Duration, cause string) error
+	// EnqueueJob makes a job due now (again, if it exists).
+	EnqueueJob(ctx context.Context, kind, subjectID string) error
+
+	// GradingInput loads what grading a rollout reads.
+	GradingInput(ctx context.Context, rolloutID string) (GradingInput, error)
+	// SaveGrade stores a verdict set and the training-grade decision, and
+	// moves a submitted rollout to graded.
+	SaveGrade(ctx context.Context, g GradeResult) error
 }

@@ -41,6 +41,10 @@ type Config struct {
 	URL string
 	// Clock stamps stored times. Defaults to the wall clock.
 	Clock clock.Clock
+	// InjectedLeaseClock makes lease and deadline decisions use Clock
+	// instead of the database's clock. Only tests that drive time set it:
+	// replicas must share the database's clock (SPEC §4.5).
+	InjectedLeaseClock bool
 	// Logger receives diagnostics. Defaults to discarding them.
 	Logger *slog.Logger
 	// Migrate applies pending migrations during Open. Without it Open
@@ -67,6 +71,9 @@ func Dialect() sqlstore.Dialect {
 		VersionTableExists: `SELECT EXISTS (SELECT 1 FROM pg_tables
 			WHERE schemaname = current_schema() AND tablename = 'goose_db_version')`,
 		TxLock:            `SELECT pg_advisory_xact_lock($1)`,
+		LockRows:          ` FOR UPDATE OF r`,
+		SkipLocked:        ` FOR UPDATE OF r SKIP LOCKED`,
+		NowMicros:         `SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000 AS BIGINT)`,
 		IsUniqueViolation: hasCode(codeUniqueViolation),
 		IsRetryable:       hasCode(codeSerializationFailure, codeDeadlockDetected),
 	}
@@ -162,6 +169,7 @@ func Open(ctx context.Context, cfg Config) (*sqlstore.Store, error) {
 		Dialect:       d,
 		Writer:        h.db,
 		Clock:         cfg.Clock,
+		DatabaseClock: !cfg.InjectedLeaseClock,
 		Logger:        cfg.Logger,
 		MigrationLock: ml,
 		LockNamespace: h.ns,

@@ -44,7 +44,7 @@ func TestConformance(t *testing.T) {
 	t.Parallel()
 	url := storetest.PostgresURL(t)
 	storetest.Run(t, func(t *testing.T, clk clock.Clock) store.Store {
-		s, err := Open(t.Context(), Config{URL: url, Schema: storetest.NewPostgresSchema(t, url), Clock: clk, Migrate: true})
+		s, err := Open(t.Context(), Config{URL: url, Schema: storetest.NewPostgresSchema(t, url), Clock: clk, InjectedLeaseClock: true, Migrate: true})
 		if err != nil {
 			t.Fatalf("open: %v", err)
 		}

@@ -23,6 +23,17 @@ type Dialect struct {
 	// int64 $1 until the transaction ends (pg_advisory_xact_lock). It is
 	// empty on engines whose write transactions already exclude each other.
 	TxLock string
+	// LockRows is appended to a SELECT that picks rows to change, to lock
+	// them against other transactions (" FOR UPDATE OF r"); empty where
+	// write transactions already exclude each other.
+	LockRows string
+	// SkipLocked is like LockRows but skips rows other transactions hold
+	// (" FOR UPDATE OF r SKIP LOCKED"), for claims and sweeps.
+	SkipLocked string
+	// NowMicros, when set, is a query returning the database's current
+	// time in microseconds since the epoch; lease and deadline decisions
+	// use it when Config.DatabaseClock is set.
+	NowMicros string
 	// IsUniqueViolation reports whether err is a unique-constraint violation.
 	IsUniqueViolation func(err error) bool
 	// IsRetryable reports whether a write transaction failed only because

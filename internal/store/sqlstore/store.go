@@ -23,6 +23,10 @@ type Config struct {
 	Reader *sql.DB
 	// Clock stamps every stored time. Defaults to the wall clock.
 	Clock clock.Clock
+	// DatabaseClock makes lease and deadline decisions read the
+	// database's clock (Dialect.NowMicros) instead of Clock, so that
+	// several replicas share one clock (SPEC §4.5: PostgreSQL's now()).
+	DatabaseClock bool
 	// Logger receives the store's diagnostics. Defaults to discarding them.
 	Logger *slog.Logger
 	// MigrationLock serialises Migrate across processes. Required.
@@ -44,6 +48,7 @@ type Store struct {
 	log     *slog.Logger
 	migrate Locker
 	lockNS  string
+	dbClock bool
 	onClose func() error
 }
 
@@ -69,6 +74,7 @@ func New(cfg Config) (*Store, error) {
 		log:     cfg.Logger,
 		migrate: cfg.MigrationLock,
 		lockNS:  cfg.LockNamespace,
+		dbClock: cfg.DatabaseClock && cfg.Dialect.NowMicros != "",
 		onClose: cfg.OnClose,
 	}
 	if s.reader == nil {
@@ -128,6 +134,19 @@ func (s *Store) Close() error {
 
 // now is the current time in the stored representation.
 func (s *Store) now() int64 { return store.Micros(s.clock.Now()) }
+
+// leaseNow is the time lease and deadline decisions use: the database's
+// clock when the store is configured for it, else the injected clock.
+func (s *Store) leaseNow(ctx context.Context, q querier) (int64, error) {
+	if !s.dbClock {
+		return s.now(), nil
+	}
+	var us int64
+	if err := q.QueryRowContext(ctx, s.d.NowMicros).Scan(&us); err != nil {
+		return 0, fmt.Errorf("read database clock: %w", err)
+	}
+	return us, nil
+}
 
 // lockKey derives the int64 key of a named lock in this store's namespace.
 func (s *Store) lockKey(name string) int64 { return LockKey(s.lockNS, name) }

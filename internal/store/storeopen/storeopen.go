@@ -38,6 +38,10 @@ type Options struct {
 	// Migrate applies pending migrations while opening; without it Open
 	// refuses a database not at this gyre's schema version.
 	Migrate bool
+	// InjectedLeaseClock makes PostgreSQL's lease and deadline decisions
+	// use Clock instead of the database's clock. Only for tests that
+	// drive time; SQLite always uses Clock.
+	InjectedLeaseClock bool
 }
 
 // target is a parsed Options.DB.
@@ -55,7 +59,7 @@ func Open(ctx context.Context, o Options) (store.Store, error) {
 	// Return a nil interface, not a nil *sqlstore.Store, on error.
 	switch t.engine {
 	case "postgres":
-		s, err := pgstore.Open(ctx, pgstore.Config{URL: t.loc, Clock: o.Clock, Logger: o.Logger, Migrate: o.Migrate})
+		s, err := pgstore.Open(ctx, pgstore.Config{URL: t.loc, Clock: o.Clock, Logger: o.Logger, Migrate: o.Migrate, InjectedLeaseClock: o.InjectedLeaseClock})
 		if err != nil {
 			return nil, err
 		}

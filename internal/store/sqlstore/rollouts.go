@@ -1,0 +1,270 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/gyrehq/gyre"
+	"github.com/gyrehq/gyre/internal/store"
+)
+
+// rolloutCols reads a store.Rollout; rollouts are r, their task t.
+const rolloutCols = `r.id, r.tenant_id, r.agent_id, r.batch_id, r.task_id, r.group_id, r.attempt, r.state,
+	r.worker_id, r.worker_version, t.turn_input, r.created_us, r.claimed_us, r.lease_granted_us, r.lease_expires_us,
+	r.deadline_us, r.submitted_us, r.ended_us, r.graded_us, r.output, r.exclusion_reason, r.reconciliation,
+	r.reconciliation_reason, r.server_fingerprint, r.training_grade, r.not_training_grade`
+
+const rolloutFrom = ` FROM rollouts r JOIN tasks t ON t.id = r.task_id`
+
+func scanRollout(row scanner) (store.Rollout, error) {
+	var (
+		r                                   store.Rollout
+		created                             int64
+		claimed, granted, expires, deadline sql.NullInt64
+		submitted, ended, graded            sql.NullInt64
+		output, fingerprint, reasons        sql.NullString
+		grade                               sql.NullBool
+	)
+	if err := row.Scan(&r.ID, &r.TenantID, &r.AgentID, &r.BatchID, &r.TaskID, &r.GroupID, &r.Attempt, &r.State,
+		&r.WorkerID, &r.WorkerVersion, &r.TurnInput, &created, &claimed, &granted, &expires,
+		&deadline, &submitted, &ended, &graded, &output, &r.ExclusionReason, &r.Reconciliation,
+		&r.ReconciliationReason, &fingerprint, &grade, &reasons); err != nil {
+		return store.Rollout{}, err
+	}
+	r.CreatedAt = store.FromMicros(created)
+	r.ClaimedAt = timePtr(claimed)
+	r.LeaseGrant = time.Duration(granted.Int64) * time.Microsecond
+	r.LeaseExpiresAt = timePtr(expires)
+	r.Deadline = timePtr(deadline)
+	r.SubmittedAt = timePtr(submitted)
+	r.EndedAt = timePtr(ended)
+	r.GradedAt = timePtr(graded)
+	if output.Valid {
+		r.Output = json.RawMessage(output.String)
+	}
+	if fingerprint.Valid {
+		r.ServerFingerprint = json.RawMessage(fingerprint.String)
+	}
+	if grade.Valid {
+		r.TrainingGrade = &grade.Bool
+	}
+	if reasons.Valid {
+		if err := json.Unmarshal([]byte(reasons.String), &r.NotTrainingGradeReasons); err != nil {
+			return store.Rollout{}, fmt.Errorf("training grade reasons: %w", err)
+		}
+	}
+	return r, nil
+}
+
+func (s *Store) rollout(ctx context.Context, q querier, tenantID, id string) (store.Rollout, error) {
+	r, err := scanRollout(q.QueryRowContext(ctx, `SELECT `+rolloutCols+rolloutFrom+
+		` WHERE r.tenant_id = $1 AND r.id = $2`, tenantID, id))
+	if err != nil {
+		return store.Rollout{}, notFound("rollout", err)
+	}
+	return r, nil
+}
+
+// GetRollout returns one of the tenant's rollouts.
+func (s *Store) GetRollout(ctx context.Context, tenantID, rolloutID string) (store.Rollout, error) {
+	r, err := s.rollout(ctx, s.reader, tenantID, rolloutID)
+	if err != nil {
+		return store.Rollout{}, fmt.Errorf("get rollout: %w", err)
+	}
+	return r, nil
+}
+
+// ListRollouts lists the tenant's rollouts, newest first.
+func (s *Store) ListRollouts(ctx context.Context, tenantID string, f store.RolloutFilter, p store.Page) ([]store.Rollout, string, error) {
+	after, err := decodeCursor("rollouts", p.Cursor)
+	if err != nil {
+		return nil, "", err
+	}
+	n := limit(p)
+	q := `SELECT ` + rolloutCols + rolloutFrom + ` WHERE r.tenant_id = $1`
+	args := []any{tenantID}
+	add := func(cond string, v any) {
+		args = append(args, v)
+		q += fmt.Sprintf(" AND "+cond, len(args))
+	}
+	if f.AgentID != "" {
+		add("r.agent_id = $%d", f.AgentID)
+	}
+	if f.State != "" {
+		add("r.state = $%d", string(f.State))
+	}
+	if f.BatchID != "" {
+		add("r.batch_id = $%d", f.BatchID)
+	}
+	if after != "" {
+		add("r.id < $%d", after)
+	}
+	args = append(args, n+1)
+	q += fmt.Sprintf(" ORDER BY r.id DESC LIMIT $%d", len(args))
+	rows, err := s.reader.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, "", fmt.Errorf("list rollouts: %w", err)
+	}
+	defer rows.Close()
+	var out []store.Rollout
+	for rows.Next() {
+		r, err := scanRollout(rows)
+		if err != nil {
+			return nil, "", fmt.Errorf("list rollouts: %w", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", fmt.Errorf("list rollouts: %w", err)
+	}
+	next := ""
+	if len(out) > n {
+		out = out[:n]
+		next = encodeCursor("rollouts", out[n-1].ID)
+	}
+	return out, next, nil
+}
+
+// ListAgents lists the agents seen in the tenant with rollout counts by
+// state and exclusions by reason: the output's reason, or "state:<name>"
+// for rollouts the server ended, so each event counts exactly once.
+func (s *Store) ListAgents(ctx context.Context, tenantID string) ([]store.AgentSummary, error) {
+	rows, err := s.reader.QueryContext(ctx, `SELECT agent_id, first_seen_us FROM agents WHERE tenant_id = $1 ORDER BY agent_id`, tenantID)
+	if err != nil {
+		return nil, fmt.Errorf("list agents: %w", err)
+	}
+	var out []store.AgentSummary
+	index := map[string]int{}
+	for rows.Next() {
+		var (
+			a    store.AgentSummary
+			seen int64
+		)
+		if err := rows.Scan(&a.AgentID, &seen); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("list agents: %w", err)
+		}
+		a.FirstSeenAt = store.FromMicros(seen)
+		a.Counts = map[gyre.RolloutState]int{}
+		a.Exclusions = map[string]int{}
+		index[a.AgentID] = len(out)
+		out = append(out, a)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list agents: %w", err)
+	}
+	rows, err = s.reader.QueryContext(ctx, `SELECT agent_id, state, exclusion_reason, COUNT(*) FROM rollouts
+		WHERE tenant_id = $1 GROUP BY agent_id, state, exclusion_reason`, tenantID)
+	if err != nil {
+		return nil, fmt.Errorf("count rollouts: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			agent  string
+			state  gyre.RolloutState
+			reason sql.NullString
+			n      int
+		)
+		if err := rows.Scan(&agent, &state, &reason, &n); err != nil {
+			return nil, fmt.Errorf("count rollouts: %w", err)
+		}
+		i, ok := index[agent]
+		if !ok {
+			continue
+		}
+		out[i].Counts[state] += n
+		switch {
+		case state.ServerEnded():
+			out[i].Exclusions["state:"+string(state)] += n
+		case reason.Valid:
+			out[i].Exclusions[reason.String] += n
+		}
+	}
+	return out, rows.Err()
+}
+
+// VerdictSets returns a subject's verdict sets, oldest first.
+func (s *Store) VerdictSets(ctx context.Context, tenantID, kind, subjectID string) ([]store.VerdictSet, error) {
+	rows, err := s.reader.QueryContext(ctx, `SELECT id, verdicts, grader_versions, created_us FROM verdict_sets
+		WHERE tenant_id = $1 AND subject_kind = $2 AND subject_id = $3 ORDER BY created_us, id`, tenantID, kind, subjectID)
+	if err != nil {
+		return nil, fmt.Errorf("verdict sets: %w", err)
+	}
+	defer rows.Close()
+	var out []store.VerdictSet
+	for rows.Next() {
+		var (
+			v                 store.VerdictSet
+			verdicts, version string
+			created           int64
+		)
+		if err := rows.Scan(&v.ID, &verdicts, &version, &created); err != nil {
+			return nil, fmt.Errorf("verdict sets: %w", err)
+		}
+		v.Verdicts, v.GraderVersions, v.CreatedAt = json.RawMessage(verdicts), json.RawMessage(version), store.FromMicros(created)
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+// GradingInput loads what grading a rollout reads.
+func (s *Store) GradingInput(ctx context.Context, rolloutID string) (store.GradingInput, error) {
+	var tenantID string
+	if err := s.reader.QueryRowContext(ctx, `SELECT tenant_id FROM rollouts WHERE id = $1`, rolloutID).Scan(&tenantID); err != nil {
+		return store.GradingInput{}, notFound("grading input", err)
+	}
+	r, err := s.rollout(ctx, s.reader, tenantID, rolloutID)
+	if err != nil {
+		return store.GradingInput{}, fmt.Errorf("grading input: %w", err)
+	}
+	in := store.GradingInput{Rollout: r}
+	var graders, input string
+	if err := s.reader.QueryRowContext(ctx, `SELECT graders, input FROM tasks WHERE id = $1`, r.TaskID).Scan(&graders, &input); err != nil {
+		return store.GradingInput{}, notFound("grading input task", err)
+	}
+	in.Graders, in.Input = json.RawMessage(graders), json.RawMessage(input)
+	if err := s.reader.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(CASE WHEN counted THEN 1 ELSE 0 END), 0)
+		FROM gateway_calls WHERE rollout_id = $1`, rolloutID).Scan(&in.Recorded, &in.Completions); err != nil {
+		return store.GradingInput{}, fmt.Errorf("grading input calls: %w", err)
+	}
+	return in, nil
+}
+
+// SaveGrade stores a verdict set and the training-grade decision, and
+// moves a submitted rollout to graded.
+func (s *Store) SaveGrade(ctx context.Context, g store.GradeResult) error {
+	reasons, err := json.Marshal(nonNil(g.Reasons))
+	if err != nil {
+		return fmt.Errorf("save grade: %w", err)
+	}
+	err = s.write(ctx, func(tx *sql.Tx) error {
+		var tenantID string
+		if err := tx.QueryRowContext(ctx, `SELECT tenant_id FROM rollouts WHERE id = $1`, g.RolloutID).Scan(&tenantID); err != nil {
+			return notFound("rollout", err)
+		}
+		id, err := newID()
+		if err != nil {
+			return err
+		}
+		now := s.now()
+		if _, err := tx.ExecContext(ctx, `INSERT INTO verdict_sets (id, tenant_id, subject_kind, subject_id, verdicts,
+			grader_versions, created_us) VALUES ($1, $2, 'rollout', $3, $4, $5, $6)`,
+			id, tenantID, g.RolloutID, string(g.Verdicts), string(g.GraderVersions), now); err != nil {
+			return fmt.Errorf("insert verdicts: %w", err)
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE rollouts SET graded_us = $2, reconciliation = $3, reconciliation_reason = $4,
+			training_grade = $5, not_training_grade = $6,
+			state = CASE WHEN state = 'submitted' THEN 'graded' ELSE state END WHERE id = $1`,
+			g.RolloutID, now, g.Reconciliation, g.ReconciliationReason, g.TrainingGrade, string(reasons))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("save grade: %w", err)
+	}
+	return nil
+}
