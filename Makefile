@@ -11,7 +11,11 @@ TESTFLAGS  ?=
 BENCHFLAGS ?=
 # FUZZ_TARGETS lists pkg:FuzzName pairs run by fuzz-smoke, e.g.
 #   ./atif:FuzzParse ./flywheel:FuzzValidate
-FUZZ_TARGETS ?= ./internal/blobstore:FuzzValidateKey
+# Every intake parser is fuzzed (SPEC §12); CI runs each for FUZZTIME.
+FUZZ_TARGETS ?= ./internal/api:FuzzTurnsIntake ./internal/rollout:FuzzOutputIntake \
+	./flywheel:FuzzValidateProductionTurnBatch ./flywheel:FuzzValidateRolloutOutput \
+	./internal/jcs:FuzzCanonicalize ./internal/suite:FuzzParseSuite ./internal/grade:FuzzParseSpecs \
+	./internal/api:FuzzDecodeObject ./internal/auth:FuzzParseBearer ./internal/blobstore:FuzzValidateKey
 FUZZTIME     ?= 10s
 
 .PHONY: all test build vet fmt-check bench fuzz-smoke

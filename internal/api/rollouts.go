@@ -119,13 +119,9 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	raw, err := flywheel.Marshal(flywheel.DefClaimResponse, res.Response)
-	if err != nil {
-		return err
-	}
 	w.Header().Set("Date", res.Now.UTC().Format(http.TimeFormat))
 	w.Header().Set("Cache-Control", "no-store")
-	writeRaw(w, http.StatusOK, raw)
+	writeRaw(w, http.StatusOK, res.Body)
 	return nil
 }
 

@@ -40,7 +40,9 @@ type ClaimParams struct {
 // clock offset (SPEC §4.5).
 type Claimed struct {
 	Response flywheel.ClaimResponse
-	Now      time.Time
+	// Body is Response encoded, already validated against the contract.
+	Body []byte
+	Now  time.Time
 }
 
 // Claim leases up to MaxRollouts queued rollouts, long-polling up to Wait
@@ -77,10 +79,10 @@ func (s *Service) Claim(ctx context.Context, p ClaimParams) (Claimed, error) {
 		case <-recheck.C:
 		case <-timeout:
 			recheck.Stop()
-			return s.emptyClaim(p), nil
+			return s.emptyClaim(p)
 		case <-s.closing:
 			recheck.Stop()
-			return s.emptyClaim(p), nil
+			return s.emptyClaim(p)
 		case <-ctx.Done():
 			recheck.Stop()
 			return Claimed{}, ctx.Err()
@@ -91,11 +93,22 @@ func (s *Service) Claim(ctx context.Context, p ClaimParams) (Claimed, error) {
 
 // emptyClaim answers a long-poll that found nothing: the backoff does not
 // grow again, since the poll itself waited.
-func (s *Service) emptyClaim(p ClaimParams) Claimed {
-	return Claimed{
-		Response: flywheel.ClaimResponse{Rollouts: []flywheel.RolloutRequest{}, PollAfterMS: int(s.backoff.current(p.TenantID, p.AgentID).Milliseconds())},
-		Now:      s.clock.Now(),
+func (s *Service) emptyClaim(p ClaimParams) (Claimed, error) {
+	return s.answer(flywheel.ClaimResponse{
+		Rollouts:    []flywheel.RolloutRequest{},
+		PollAfterMS: int(s.backoff.current(p.TenantID, p.AgentID).Milliseconds()),
+	}, s.clock.Now())
+}
+
+// answer encodes a claim answer. The contract is the authority for what
+// gyre sends, not only for what it accepts: an answer that fails it is a
+// bug and is never sent.
+func (s *Service) answer(resp flywheel.ClaimResponse, now time.Time) (Claimed, error) {
+	body, err := flywheel.Marshal(flywheel.DefClaimResponse, resp)
+	if err != nil {
+		return Claimed{}, fmt.Errorf("claim answer fails flywheel/1: %w", err)
 	}
+	return Claimed{Response: resp, Body: body, Now: now}, nil
 }
 
 func (s *Service) claimOnce(ctx context.Context, p ClaimParams, lease time.Duration) (Claimed, int, error) {
@@ -131,12 +144,8 @@ func (s *Service) claimOnce(ctx context.Context, p ClaimParams, lease time.Durat
 	default:
 		resp.PollAfterMS = int(s.backoff.grow(p.TenantID, p.AgentID).Milliseconds())
 	}
-	// The contract is the authority for what gyre sends, not only for what
-	// it accepts: a response that fails it is a bug, never sent.
-	if err := flywheel.ValidateValue(flywheel.DefClaimResponse, resp); err != nil {
-		return Claimed{}, 0, fmt.Errorf("claim response fails flywheel/1: %w", err)
-	}
-	return Claimed{Response: resp, Now: res.Now}, len(res.Rollouts), nil
+	out, err := s.answer(resp, res.Now)
+	return out, len(res.Rollouts), err
 }
 
 // rolloutRequest is the RolloutRequest for a freshly leased rollout.

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -32,6 +33,10 @@ const (
 	codeSerializationFailure = "40001"
 	codeDeadlockDetected     = "40P01"
 )
+
+// DefaultMaxConns is the connection pool's size unless the URL sets
+// pool_max_conns.
+const DefaultMaxConns = 32
 
 // Config configures Open and Migrate.
 type Config struct {
@@ -73,7 +78,7 @@ func Dialect() sqlstore.Dialect {
 		TxLock:            `SELECT pg_advisory_xact_lock($1)`,
 		LockRows:          ` FOR UPDATE OF r`,
 		SkipLocked:        ` FOR UPDATE OF r SKIP LOCKED`,
-		NowMicros:         `SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000 AS BIGINT)`,
+		NowExpr:           `CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000 AS BIGINT)`,
 		IsUniqueViolation: hasCode(codeUniqueViolation),
 		IsRetryable:       hasCode(codeSerializationFailure, codeDeadlockDetected),
 	}
@@ -117,6 +122,12 @@ func connect(ctx context.Context, cfg Config) (handles, error) {
 	}
 	if cfg.Schema != "" {
 		pc.ConnConfig.RuntimeParams["search_path"] = pgx.Identifier{cfg.Schema}.Sanitize()
+	}
+	// pgxpool's default (four connections on a small machine) would queue
+	// concurrent claims and heartbeats behind each other; connections are
+	// opened only as load needs them. pool_max_conns in the URL overrides.
+	if !strings.Contains(cfg.URL, "pool_max_conns") {
+		pc.MaxConns = DefaultMaxConns
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {

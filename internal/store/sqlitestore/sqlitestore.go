@@ -97,6 +97,8 @@ func Dialect() sqlstore.Dialect {
 		VersionTableExists: `SELECT EXISTS (SELECT 1 FROM sqlite_master
 			WHERE type = 'table' AND name = 'goose_db_version')`,
 		IsUniqueViolation: isUniqueViolation,
+		// One writer connection: concurrent writes share commits.
+		GroupCommit: true,
 		// Nothing to retry: IMMEDIATE transactions on one writer connection
 		// cannot deadlock or lose a snapshot, and lock waits happen inside
 		// busy_timeout.
@@ -199,10 +201,11 @@ func openWriter(ctx context.Context, cfg Config) (*sql.DB, error) {
 }
 
 func openDB(ctx context.Context, dsn string) (*sql.DB, error) {
-	db, err := sql.Open("sqlite", dsn)
+	conn, err := newCachingConnector(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open: %w", err)
 	}
+	db := sql.OpenDB(conn)
 	// sql.Open connects lazily; connect now so that a bad path or a
 	// refused PRAGMA fails Open, and so that the writer switches the file
 	// to WAL before any reader connects.

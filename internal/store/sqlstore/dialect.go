@@ -30,10 +30,14 @@ type Dialect struct {
 	// SkipLocked is like LockRows but skips rows other transactions hold
 	// (" FOR UPDATE OF r SKIP LOCKED"), for claims and sweeps.
 	SkipLocked string
-	// NowMicros, when set, is a query returning the database's current
+	// NowExpr, when set, is an SQL expression of the database's current
 	// time in microseconds since the epoch; lease and deadline decisions
 	// use it when Config.DatabaseClock is set.
-	NowMicros string
+	NowExpr string
+	// GroupCommit runs concurrent write transactions as savepoints of one
+	// transaction with one commit (see groupWriter). For engines with a
+	// single writer connection, where every commit waits for the previous.
+	GroupCommit bool
 	// IsUniqueViolation reports whether err is a unique-constraint violation.
 	IsUniqueViolation func(err error) bool
 	// IsRetryable reports whether a write transaction failed only because

@@ -17,7 +17,9 @@ import (
 // Claim leases up to c.Max queued rollouts of one agent. On PostgreSQL the
 // candidate rows are locked with SKIP LOCKED, so concurrent claimers on any
 // replica take disjoint rollouts; on SQLite the single writer serialises
-// claims. Either way the UPDATE re-checks state = 'queued'.
+// claims. Either way the UPDATE re-checks state = 'queued'. A claim is two
+// statements plus one UPDATE per rollout: the pick reads everything the
+// answer needs, and one extra row tells whether work remains.
 func (s *Store) Claim(ctx context.Context, c store.ClaimRequest) (store.ClaimResult, error) {
 	if c.Max < 1 || len(c.Secrets) < c.Max || c.Lease <= 0 {
 		return store.ClaimResult{}, errors.New("claim: need max ≥ 1, a positive lease and one secret set per rollout")
@@ -25,37 +27,23 @@ func (s *Store) Claim(ctx context.Context, c store.ClaimRequest) (store.ClaimRes
 	var res store.ClaimResult
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		res = store.ClaimResult{}
-		now, err := s.leaseNow(ctx, tx)
-		if err != nil {
+		if c.IdempotencyKey != "" {
+			done, err := s.reclaim(ctx, tx, c, &res)
+			if err != nil || done {
+				return err
+			}
+		}
+		if err := s.lease(ctx, tx, c, &res); err != nil {
 			return err
 		}
-		res.Now = store.FromMicros(now)
-		var ids []string
-		if c.IdempotencyKey != "" {
-			ids, err = s.reclaim(ctx, tx, c, now)
-			if err != nil {
-				return err
-			}
+		if c.IdempotencyKey == "" {
+			return nil
 		}
-		if ids == nil {
-			if ids, err = s.lease(ctx, tx, c, now); err != nil {
-				return err
-			}
-			if c.IdempotencyKey != "" {
-				if err := s.remember(ctx, tx, c.TenantID, scopeClaim+c.AgentID, c.IdempotencyKey, ids, s.now()); err != nil {
-					return err
-				}
-			}
+		ids := make([]string, len(res.Rollouts))
+		for i, r := range res.Rollouts {
+			ids[i] = r.Rollout.ID
 		}
-		for i, id := range ids {
-			r, err := s.rollout(ctx, tx, c.TenantID, id)
-			if err != nil {
-				return err
-			}
-			res.Rollouts = append(res.Rollouts, store.Claimed{Rollout: r, Secrets: i})
-		}
-		res.MoreQueued, err = s.hasQueued(ctx, tx, c.TenantID, c.AgentID)
-		return err
+		return s.remember(ctx, tx, c.TenantID, scopeClaim+c.AgentID, c.IdempotencyKey, ids, s.now())
 	})
 	if err != nil {
 		return store.ClaimResult{}, fmt.Errorf("claim: %w", err)
@@ -63,69 +51,113 @@ func (s *Store) Claim(ctx context.Context, c store.ClaimRequest) (store.ClaimRes
 	return res, nil
 }
 
-// lease picks and leases queued rollouts.
-func (s *Store) lease(ctx context.Context, tx *sql.Tx, c store.ClaimRequest, now int64) ([]string, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT r.id, b.deadline_s FROM rollouts r JOIN batches b ON b.id = r.batch_id
+// pickSQL picks queued rollouts of one agent in claim order with what a
+// RolloutRequest needs; its last column is the lease clock, the database's
+// on PostgreSQL (SPEC §4.5) and the bound $4 otherwise.
+func (s *Store) pickSQL() string {
+	now := "CAST($4 AS BIGINT)"
+	if s.dbClock {
+		now = s.d.NowExpr
+	}
+	return `SELECT r.id, r.batch_id, r.task_id, r.group_id, r.attempt, r.created_us, t.turn_input, b.deadline_s, ` + now + `
+		FROM rollouts r JOIN batches b ON b.id = r.batch_id JOIN tasks t ON t.id = r.task_id
 		WHERE r.tenant_id = $1 AND r.agent_id = $2 AND r.state = 'queued'
-		ORDER BY r.queue_seq, r.batch_id, r.queue_pos, r.id LIMIT $3`+s.d.SkipLocked,
-		c.TenantID, c.AgentID, c.Max)
+		ORDER BY r.queue_seq, r.batch_id, r.queue_pos LIMIT $3` + s.d.SkipLocked
+}
+
+// lease picks and leases queued rollouts into res.
+func (s *Store) lease(ctx context.Context, tx *sql.Tx, c store.ClaimRequest, res *store.ClaimResult) error {
+	args := []any{c.TenantID, c.AgentID, c.Max + 1}
+	if !s.dbClock {
+		args = append(args, s.now())
+	}
+	rows, err := tx.QueryContext(ctx, s.pickSQL(), args...)
 	if err != nil {
-		return nil, fmt.Errorf("pick rollouts: %w", err)
+		return fmt.Errorf("pick rollouts: %w", err)
 	}
 	type pick struct {
-		id        string
+		r         store.Rollout
 		deadlineS float64
+		created   int64
 	}
-	var picks []pick
+	var (
+		picks []pick
+		now   int64
+	)
 	for rows.Next() {
-		var p pick
-		if err := rows.Scan(&p.id, &p.deadlineS); err != nil {
+		p := pick{r: store.Rollout{TenantID: c.TenantID, AgentID: c.AgentID, State: gyre.StateLeased}}
+		if err := rows.Scan(&p.r.ID, &p.r.BatchID, &p.r.TaskID, &p.r.GroupID, &p.r.Attempt, &p.created,
+			&p.r.TurnInput, &p.deadlineS, &now); err != nil {
 			rows.Close()
-			return nil, fmt.Errorf("pick rollouts: %w", err)
+			return fmt.Errorf("pick rollouts: %w", err)
 		}
 		picks = append(picks, p)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("pick rollouts: %w", err)
+		return fmt.Errorf("pick rollouts: %w", err)
 	}
-	ids := make([]string, 0, len(picks))
+	if len(picks) > c.Max {
+		picks, res.MoreQueued = picks[:c.Max], true
+	}
+	if len(picks) == 0 {
+		res.Now = s.clock.Now()
+		return nil
+	}
+	res.Now = store.FromMicros(now)
+	grant := c.Lease.Microseconds()
 	for i, p := range picks {
 		sec := c.Secrets[i]
-		res, err := tx.ExecContext(ctx, `UPDATE rollouts SET state = 'leased', worker_id = $2, worker_version = $3,
+		deadline := now + int64(p.deadlineS*1e6)
+		res2, err := tx.ExecContext(ctx, `UPDATE rollouts SET state = 'leased', worker_id = $2, worker_version = $3,
 			claimed_us = $4, lease_granted_us = $5, lease_expires_us = $6, deadline_us = $7,
 			lease_token_hash = $8, gw_token_hash = $9, gw_key_hash = $10
 			WHERE id = $1 AND state = 'queued'`,
-			p.id, nullString(c.WorkerID), nullString(c.WorkerVersion), now, c.Lease.Microseconds(),
-			now+c.Lease.Microseconds(), now+int64(p.deadlineS*1e6), sec.LeaseToken[:], sec.GatewayToken[:], sec.GatewayKey[:])
+			p.r.ID, nullString(c.WorkerID), nullString(c.WorkerVersion), now, grant,
+			now+grant, deadline, sec.LeaseToken[:], sec.GatewayToken[:], sec.GatewayKey[:])
 		if err != nil {
-			return nil, fmt.Errorf("lease rollout: %w", err)
+			return fmt.Errorf("lease rollout: %w", err)
 		}
-		if n, err := res.RowsAffected(); err != nil {
-			return nil, fmt.Errorf("lease rollout: %w", err)
+		if n, err := res2.RowsAffected(); err != nil {
+			return fmt.Errorf("lease rollout: %w", err)
 		} else if n != 1 {
-			return nil, fmt.Errorf("lease rollout %s: it left the queue under a lock", p.id)
+			return fmt.Errorf("lease rollout %s: it left the queue under a lock", p.r.ID)
 		}
-		ids = append(ids, p.id)
+		r := p.r
+		r.CreatedAt = store.FromMicros(p.created)
+		claimed, expires, dl := store.FromMicros(now), store.FromMicros(now+grant), store.FromMicros(deadline)
+		r.ClaimedAt, r.LeaseExpiresAt, r.Deadline = &claimed, &expires, &dl
+		r.LeaseGrant = c.Lease
+		if c.WorkerID != "" {
+			r.WorkerID = &c.WorkerID
+		}
+		if c.WorkerVersion != "" {
+			r.WorkerVersion = &c.WorkerVersion
+		}
+		res.Rollouts = append(res.Rollouts, store.Claimed{Rollout: r, Secrets: i})
 	}
-	return ids, nil
+	return nil
 }
 
 // reclaim answers a retried claim: when the Idempotency-Key names rollouts
 // this agent still holds under live leases, they are returned again with
-// the new secrets rotated in (gyre never keeps a secret it could resend).
-// It returns nil when the claim must lease afresh.
-func (s *Store) reclaim(ctx context.Context, tx *sql.Tx, c store.ClaimRequest, now int64) ([]string, error) {
+// the new secrets rotated in (gyre never keeps a secret it could resend),
+// and done is true. Otherwise the claim leases afresh.
+func (s *Store) reclaim(ctx context.Context, tx *sql.Tx, c store.ClaimRequest, res *store.ClaimResult) (done bool, err error) {
 	prior, ok, err := s.idempotent(ctx, tx, c.TenantID, scopeClaim+c.AgentID, c.IdempotencyKey, s.now())
 	if err != nil || !ok {
-		return nil, err
+		return false, err
 	}
 	var ids []string
 	if err := json.Unmarshal(prior, &ids); err != nil {
-		return nil, fmt.Errorf("read idempotent claim: %w", err)
+		return false, fmt.Errorf("read idempotent claim: %w", err)
 	}
 	if len(ids) == 0 || len(ids) > len(c.Secrets) {
-		return nil, nil
+		return false, nil
+	}
+	now, err := s.leaseNow(ctx, tx)
+	if err != nil {
+		return false, err
 	}
 	for _, id := range ids {
 		var (
@@ -134,21 +166,28 @@ func (s *Store) reclaim(ctx context.Context, tx *sql.Tx, c store.ClaimRequest, n
 		)
 		err := tx.QueryRowContext(ctx, `SELECT r.state, r.lease_expires_us FROM rollouts r
 			WHERE r.tenant_id = $1 AND r.id = $2 AND r.agent_id = $3`+s.d.LockRows, c.TenantID, id, c.AgentID).Scan(&state, &expires)
-		if errors.Is(err, sql.ErrNoRows) || state != gyre.StateLeased || !expires.Valid || expires.Int64 <= now {
-			return nil, nil
+		if errors.Is(err, sql.ErrNoRows) || (err == nil && (state != gyre.StateLeased || !expires.Valid || expires.Int64 <= now)) {
+			return false, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("read idempotent claim: %w", err)
+			return false, fmt.Errorf("read idempotent claim: %w", err)
 		}
 	}
 	for i, id := range ids {
 		sec := c.Secrets[i]
 		if _, err := tx.ExecContext(ctx, `UPDATE rollouts SET lease_token_hash = $2, gw_token_hash = $3, gw_key_hash = $4
 			WHERE id = $1`, id, sec.LeaseToken[:], sec.GatewayToken[:], sec.GatewayKey[:]); err != nil {
-			return nil, fmt.Errorf("rotate claim secrets: %w", err)
+			return false, fmt.Errorf("rotate claim secrets: %w", err)
 		}
+		r, err := s.rollout(ctx, tx, c.TenantID, id)
+		if err != nil {
+			return false, err
+		}
+		res.Rollouts = append(res.Rollouts, store.Claimed{Rollout: r, Secrets: i})
 	}
-	return ids, nil
+	res.Now = store.FromMicros(now)
+	res.MoreQueued, err = s.hasQueued(ctx, tx, c.TenantID, c.AgentID)
+	return true, err
 }
 
 // HasQueued reports whether the agent has queued rollouts.

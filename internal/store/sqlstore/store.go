@@ -24,7 +24,7 @@ type Config struct {
 	// Clock stamps every stored time. Defaults to the wall clock.
 	Clock clock.Clock
 	// DatabaseClock makes lease and deadline decisions read the
-	// database's clock (Dialect.NowMicros) instead of Clock, so that
+	// database's clock (Dialect.NowExpr) instead of Clock, so that
 	// several replicas share one clock (SPEC §4.5: PostgreSQL's now()).
 	DatabaseClock bool
 	// Logger receives the store's diagnostics. Defaults to discarding them.
@@ -49,6 +49,7 @@ type Store struct {
 	migrate Locker
 	lockNS  string
 	dbClock bool
+	group   *groupWriter
 	onClose func() error
 }
 
@@ -74,11 +75,14 @@ func New(cfg Config) (*Store, error) {
 		log:     cfg.Logger,
 		migrate: cfg.MigrationLock,
 		lockNS:  cfg.LockNamespace,
-		dbClock: cfg.DatabaseClock && cfg.Dialect.NowMicros != "",
+		dbClock: cfg.DatabaseClock && cfg.Dialect.NowExpr != "",
 		onClose: cfg.OnClose,
 	}
 	if s.reader == nil {
 		s.reader = s.writer
+	}
+	if cfg.Dialect.GroupCommit {
+		s.group = newGroupWriter(s.writer)
 	}
 	if s.clock == nil {
 		s.clock = clock.Real{}
@@ -119,6 +123,9 @@ func (s *Store) SchemaVersion(ctx context.Context) (int64, error) {
 // to close checkpoints the WAL), then whatever OnClose releases.
 func (s *Store) Close() error {
 	var errs []error
+	if s.group != nil {
+		s.group.close()
+	}
 	if s.reader != s.writer {
 		errs = append(errs, s.reader.Close())
 	}
@@ -142,7 +149,7 @@ func (s *Store) leaseNow(ctx context.Context, q querier) (int64, error) {
 		return s.now(), nil
 	}
 	var us int64
-	if err := q.QueryRowContext(ctx, s.d.NowMicros).Scan(&us); err != nil {
+	if err := q.QueryRowContext(ctx, "SELECT "+s.d.NowExpr).Scan(&us); err != nil {
 		return 0, fmt.Errorf("read database clock: %w", err)
 	}
 	return us, nil

@@ -31,6 +31,9 @@ type querier interface {
 // reruns fn from the start, so fn must have no effect outside tx (minting
 // ids is fine) and must not keep results from an earlier attempt.
 func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	if s.group != nil {
+		return s.group.write(ctx, fn)
+	}
 	for attempt := 1; ; attempt++ {
 		err := s.writeOnce(ctx, fn)
 		if err == nil || s.d.IsRetryable == nil || !s.d.IsRetryable(err) || attempt == maxWriteAttempts {
