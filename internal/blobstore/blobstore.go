@@ -2,9 +2,11 @@ package blobstore
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"iter"
 	"net/url"
 	"os"
@@ -58,6 +60,9 @@ type Store struct {
 	base string
 	// scheme is "file" or "s3".
 	scheme string
+	// dir is, for the file backend, the directory that holds the keys
+	// (the bucket directory joined with the prefix).
+	dir string
 }
 
 // Object describes a stored object.
@@ -137,6 +142,7 @@ func Open(ctx context.Context, rawURL, dataDir string) (*Store, error) {
 			return nil, fmt.Errorf("open blob store: %w", err)
 		}
 		s.base = (&url.URL{Scheme: "file", Path: filepath.ToSlash(dir) + "/"}).String()
+		s.dir = filepath.Join(dir, filepath.FromSlash(prefix))
 	case "s3":
 		s.bucket, err = openS3(ctx, u, q)
 		if err != nil {
@@ -211,10 +217,10 @@ func (s *Store) URL(key string) (string, error) {
 
 // Put stores the body read from r at key, streaming it (an S3 upload holds
 // at most about 26 MiB at a time whatever the length), and returns its
-// length. The
-// object appears whole or not at all: a read error, a cancelled ctx or a
-// body over opts.MaxSize stores nothing and leaves an existing object
-// unchanged. opts may be nil.
+// length. The object appears whole or not at all: a read error, a
+// cancelled ctx or a body over opts.MaxSize stores nothing and leaves an
+// existing object unchanged, and a reader of the key during an overwrite
+// sees the old object or the new one. opts may be nil.
 func (s *Store) Put(ctx context.Context, key string, r io.Reader, opts *PutOptions) (int64, error) {
 	if err := ValidateKey(key); err != nil {
 		return 0, err
@@ -223,6 +229,32 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader, opts *PutOptio
 }
 
 func (s *Store) put(ctx context.Context, key string, r io.Reader, opts *PutOptions) (int64, error) {
+	if s.scheme != "file" {
+		n, err := s.upload(ctx, key, r, opts)
+		if err != nil {
+			return n, fmt.Errorf("put %s: %w", key, err)
+		}
+		return n, nil
+	}
+	// The file backend rewrites an object's attribute sidecar in place as
+	// it commits, so a reader of the key could find it empty. Write to a
+	// staging key no one reads, then publish with renames.
+	tmp := newTmpKey()
+	n, err := s.upload(ctx, tmp, r, opts)
+	if err != nil {
+		return n, fmt.Errorf("put %s: %w", key, err)
+	}
+	if err := s.publishFile(tmp, key, true); err != nil {
+		s.deleteTmp(ctx, tmp)
+		return n, fmt.Errorf("put %s: %w", key, err)
+	}
+	return n, nil
+}
+
+// upload writes the body read from r to key in the bucket itself (on the
+// file backend, fileblob's own temporary file and rename) and returns its
+// length. A failed body's own error explains the failure.
+func (s *Store) upload(ctx context.Context, key string, r io.Reader, opts *PutOptions) (int64, error) {
 	if opts == nil {
 		opts = &PutOptions{}
 	}
@@ -252,12 +284,62 @@ func (s *Store) put(ctx context.Context, key string, r io.Reader, opts *PutOptio
 	})
 	if body.err != nil {
 		// The body's own failure explains the write's.
-		return body.n, fmt.Errorf("put %s: %w", key, body.err)
+		return body.n, body.err
 	}
 	if err != nil {
-		return body.n, fmt.Errorf("put %s: %w", key, mapErr(err))
+		return body.n, mapErr(err)
 	}
 	return body.n, nil
+}
+
+// newTmpKey returns a fresh staging key under tmpDir.
+func newTmpKey() string { return tmpDir + "/" + rand.Text() }
+
+// deleteTmp removes the staging object tmp, if any, on a context that
+// survives the caller's cancellation. A failure only leaves work for
+// SweepTemp.
+func (s *Store) deleteTmp(ctx context.Context, tmp string) {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), openTimeout)
+	defer cancel()
+	_ = s.bucket.Delete(dctx, tmp)
+}
+
+// attrsSuffix names fileblob's attribute sidecar: the object's path plus
+// this suffix, a JSON file with its content type and MD5.
+const attrsSuffix = ".attrs"
+
+// publishFile moves the file backend's staged object at tmp to key. With
+// replace false, an object already at key is kept and tmp left in place.
+//
+// fileblob commits a write by truncating and rewriting the sidecar
+// key.attrs and then renaming the data file into place, so a reader that
+// opens the sidecar of an existing object meanwhile reads it empty and
+// fails with io.EOF. Here both files arrive by rename instead, which
+// replaces its target atomically: a reader sees each file old or new,
+// whole. The sidecar goes first, so the data file never appears without
+// one. Two publishers of the same key may interleave their renames; for
+// content-addressed keys they carry identical files. Should the data
+// rename alone fail, the new sidecar stays beside the old data until the
+// key is next written.
+func (s *Store) publishFile(tmp, key string, replace bool) error {
+	src := filepath.Join(s.dir, filepath.FromSlash(tmp))
+	dst := filepath.Join(s.dir, filepath.FromSlash(key))
+	fi, err := os.Lstat(dst)
+	switch {
+	case err == nil && fi.IsDir():
+		return fmt.Errorf("%s is a directory", key)
+	case err == nil && !replace:
+		return nil
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+		return err
+	}
+	if err := os.Rename(src+attrsSuffix, dst+attrsSuffix); err != nil {
+		return err
+	}
+	return os.Rename(src, dst)
 }
 
 // abortGrace is how long an S3 upload may go on after its caller's context
@@ -404,8 +486,8 @@ func (s *Store) listRaw(ctx context.Context, prefix string) iter.Seq2[Object, er
 	}
 }
 
-// SweepTemp deletes staging objects that PutContent left behind (a process
-// killed mid-upload) last modified before cutoff, and returns how many it
+// SweepTemp deletes staging objects that Put or PutContent left behind (a
+// process killed mid-upload) last modified before cutoff, and returns how many it
 // deleted. Pass a cutoff well before any upload still in flight, such as
 // an hour ago.
 func (s *Store) SweepTemp(ctx context.Context, cutoff time.Time) (int, error) {

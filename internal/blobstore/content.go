@@ -2,7 +2,6 @@ package blobstore
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -13,31 +12,36 @@ import (
 
 // PutContent stores the body read from r as a content-addressed object
 // under prefix and returns its lowercase hex SHA-256 and length. The body
-// streams to a staging key while it is hashed, then is copied to
+// streams to a staging key while it is hashed, then moves to
 // KeyFor(prefix, sha) unless an object is already there (content addressing
 // makes it identical), and the staging object is removed. Storing the same
-// bytes twice is therefore cheap and never rewrites the object. On S3 the
-// copy is one CopyObject, which limits an object to 5 GiB.
+// bytes twice is therefore cheap and does not rewrite the object. Calls
+// storing the same bytes at once all succeed, and a reader of the key sees
+// the whole object or none. On S3 the move is one CopyObject, which limits
+// an object to 5 GiB; on the file backend it is a rename.
 func (s *Store) PutContent(ctx context.Context, prefix string, r io.Reader) (sha string, size int64, err error) {
 	if err := ValidateKey(prefix); err != nil {
 		return "", 0, fmt.Errorf("put content: prefix: %w", err)
 	}
-	tmp := tmpDir + "/" + rand.Text()
+	tmp := newTmpKey()
 	h := sha256.New()
-	size, err = s.put(ctx, tmp, io.TeeReader(r, h), nil)
+	size, err = s.upload(ctx, tmp, io.TeeReader(r, h), nil)
 	if err != nil {
 		return "", size, fmt.Errorf("put content: %w", err)
 	}
-	defer func() {
-		// The staging object goes whatever happens next; a failure here
-		// only leaves work for SweepTemp. Use a context that survives the
-		// caller's cancellation so the cleanup still runs.
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), openTimeout)
-		defer cancel()
-		_ = s.bucket.Delete(dctx, tmp)
-	}()
+	// The staging object goes whatever happens next (after a rename there
+	// is nothing left to delete).
+	defer s.deleteTmp(ctx, tmp)
 	sha = hex.EncodeToString(h.Sum(nil))
 	key := prefix + "/" + sha
+	if s.scheme == "file" {
+		if err := s.publishFile(tmp, key, false); err != nil {
+			return "", size, fmt.Errorf("put content: move to %s: %w", key, err)
+		}
+		return sha, size, nil
+	}
+	// S3 objects appear whole, so a racing writer's object is found
+	// complete or not at all; two racing copies write the same bytes.
 	ok, err := s.bucket.Exists(ctx, key)
 	if err != nil {
 		return "", size, fmt.Errorf("put content: exists %s: %w", key, mapErr(err))

@@ -10,8 +10,9 @@ const MaxKeyLen = 1024
 
 const maxSegmentLen = 255
 
-// tmpDir is where PutContent stages uploads. Its leading dot keeps it apart
-// from every valid key, so no caller can name it.
+// tmpDir is where PutContent, and Put on the file backend, stage uploads.
+// Its leading dot keeps it apart from every valid key, so no caller can
+// name it.
 const tmpDir = ".tmp"
 
 // reservedSuffixes end file names that the file backend keeps for itself

@@ -28,6 +28,10 @@ type backend struct {
 	open func(t *testing.T) *Store
 	// url is the URL URL(key) must return for key in store s.
 	url func(s *Store, key string) string
+	// raceRounds is how many rounds ConcurrentSameContent runs: enough
+	// for the file backend to hit a narrow window nearly every run, fewer
+	// where each round trip is slow.
+	raceRounds int
 }
 
 func TestFileStore(t *testing.T) {
@@ -42,7 +46,8 @@ func TestFileStore(t *testing.T) {
 			t.Cleanup(func() { _ = s.Close() })
 			return s
 		},
-		url: func(s *Store, key string) string { return s.base + key },
+		url:        func(s *Store, key string) string { return s.base + key },
+		raceRounds: 50,
 	})
 }
 
@@ -102,6 +107,7 @@ func TestS3Store(t *testing.T) {
 		url: func(s *Store, key string) string {
 			return "s3://" + pu.Host + "/" + strings.TrimPrefix(s.base, "s3://"+pu.Host+"/") + key
 		},
+		raceRounds: 6,
 	})
 }
 
@@ -495,6 +501,131 @@ func testStore(t *testing.T, b backend) {
 		assertNoStrays(t, s)
 	})
 
+	t.Run("ConcurrentSameContent", func(t *testing.T) {
+		t.Parallel()
+		s := b.open(t)
+		// Many writers store the same bytes at once while readers watch
+		// the key: every PutContent either writes the object or finds a
+		// complete one, and a reader sees the object whole or not at all.
+		// A fresh body per round reopens the window in which several
+		// writers all find the key missing.
+		const writers, readers = 8, 2
+		for round := range b.raceRounds {
+			data := bytes.Repeat([]byte(fmt.Sprintf("round %d of the same bytes\n", round)), 600)
+			sum := sha256.Sum256(data)
+			want := hex.EncodeToString(sum[:])
+			key, err := KeyFor("same", want)
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := make(chan struct{})
+			var writing, reading sync.WaitGroup
+			errs := make(chan error, writers+readers)
+			for i := range writers {
+				writing.Go(func() {
+					<-start
+					sha, size, err := s.PutContent(ctx, "same", bytes.NewReader(data))
+					if err == nil && (sha != want || size != int64(len(data))) {
+						err = fmt.Errorf("writer %d: %s, %d; want %s, %d", i, sha, size, want, len(data))
+					}
+					errs <- err
+				})
+			}
+			done := make(chan struct{})
+			for range readers {
+				reading.Go(func() {
+					<-start
+					errs <- readWhole(ctx, s, done, key, want, int64(len(data)))
+				})
+			}
+			close(start)
+			writing.Wait()
+			close(done)
+			reading.Wait()
+			close(errs)
+			for err := range errs {
+				if err != nil {
+					t.Errorf("round %d: %v", round, err)
+				}
+			}
+			if t.Failed() {
+				break
+			}
+			if got := get(t, s, key); !bytes.Equal(got, data) {
+				t.Fatalf("round %d: %s holds %d wrong bytes", round, key, len(got))
+			}
+		}
+		assertNoStrays(t, s)
+	})
+
+	t.Run("OverwriteWhileReading", func(t *testing.T) {
+		t.Parallel()
+		s := b.open(t)
+		// Writers replace one key with bodies of their own while readers
+		// read it: a reader sees one whole body, never a failure.
+		const writers, readers, puts = 4, 2, 10
+		bodies := make(map[string]bool, writers)
+		for i := range writers {
+			bodies[strings.Repeat(fmt.Sprint(i), 4000+i)] = true
+		}
+		put(t, s, "over/k", strings.Repeat("0", 4000))
+		start, done := make(chan struct{}), make(chan struct{})
+		var writing, reading sync.WaitGroup
+		errs := make(chan error, writers*puts+readers)
+		for i := range writers {
+			writing.Go(func() {
+				<-start
+				body := strings.Repeat(fmt.Sprint(i), 4000+i)
+				for range puts {
+					_, err := s.Put(ctx, "over/k", strings.NewReader(body), &PutOptions{ContentType: "text/plain"})
+					errs <- err
+				}
+			})
+		}
+		for range readers {
+			reading.Go(func() {
+				<-start
+				for {
+					select {
+					case <-done:
+						errs <- nil
+						return
+					default:
+					}
+					if _, err := s.Stat(ctx, "over/k"); err != nil {
+						errs <- fmt.Errorf("stat during overwrite: %w", err)
+						return
+					}
+					rc, err := s.Get(ctx, "over/k")
+					if err != nil {
+						errs <- fmt.Errorf("get during overwrite: %w", err)
+						return
+					}
+					got, err := io.ReadAll(rc)
+					rc.Close()
+					if err != nil || !bodies[string(got)] {
+						errs <- fmt.Errorf("read during overwrite: %d bytes that are no body put, %v", len(got), err)
+						return
+					}
+				}
+			})
+		}
+		close(start)
+		writing.Wait()
+		close(done)
+		reading.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Error(err)
+			}
+		}
+		if got := string(get(t, s, "over/k")); !bodies[got] {
+			t.Errorf("after the overwrites the key holds %d bytes that are no body put", len(got))
+		}
+		assertNoStrays(t, s)
+	})
+
 	t.Run("URL", func(t *testing.T) {
 		t.Parallel()
 		s := b.open(t)
@@ -573,6 +704,42 @@ func get(t *testing.T, s *Store, key string) []byte {
 		t.Fatalf("Get(%s): read: %v", key, err)
 	}
 	return b
+}
+
+// readWhole reads the content-addressed object at key until done is
+// closed. Before the object appears it may be missing; once found it must
+// be whole: a complete body with the right digest, or an error.
+func readWhole(ctx context.Context, s *Store, done <-chan struct{}, key, sha string, size int64) error {
+	for {
+		select {
+		case <-done:
+			return nil
+		default:
+		}
+		ok, err := s.Exists(ctx, key)
+		if err != nil {
+			return fmt.Errorf("reader: %w", err)
+		}
+		if !ok {
+			continue
+		}
+		st, err := s.Stat(ctx, key)
+		if err != nil {
+			return fmt.Errorf("reader: %w", err)
+		}
+		if st.Size != size {
+			return fmt.Errorf("reader: stat %s: size %d, want %d", key, st.Size, size)
+		}
+		rc, err := s.GetContent(ctx, key, sha)
+		if err != nil {
+			return fmt.Errorf("reader: %w", err)
+		}
+		n, err := io.Copy(io.Discard, rc)
+		rc.Close()
+		if err != nil || n != size {
+			return fmt.Errorf("reader: read %s: %d bytes, %v; want %d", key, n, err, size)
+		}
+	}
 }
 
 // assertNoStrays fails when a staging object or a temporary file of the
