@@ -15,7 +15,9 @@ BENCHFLAGS ?=
 FUZZ_TARGETS ?= ./internal/api:FuzzTurnsIntake ./internal/rollout:FuzzOutputIntake \
 	./flywheel:FuzzValidateProductionTurnBatch ./flywheel:FuzzValidateRolloutOutput \
 	./internal/jcs:FuzzCanonicalize ./internal/suite:FuzzParseSuite ./internal/grade:FuzzParseSpecs \
-	./internal/api:FuzzDecodeObject ./internal/auth:FuzzParseBearer ./internal/blobstore:FuzzValidateKey
+	./internal/api:FuzzDecodeObject ./internal/auth:FuzzParseBearer ./internal/blobstore:FuzzValidateKey ./atif:FuzzValidate \
+	./internal/eval:FuzzDecodeRunStatus ./internal/eval:FuzzWorkspacePath \
+	./flywheel:FuzzParseReport
 FUZZTIME     ?= 10s
 
 .PHONY: all test build vet fmt-check bench fuzz-smoke

@@ -40,4 +40,24 @@
 // routes, leases, replay and conflict rules, artifact digest checks) is
 // gyre's, described in its SPEC; Artifact.Verify implements the artifact
 // intake rule because it is a property of the value alone.
+//
+// The package is also the agent side's SDK (SPEC §5):
+//
+//   - Client speaks the flywheel/1 routes of a gyre server (claim,
+//     heartbeat, release, output, POST /turns) and validates what it sends
+//     and receives.
+//   - Serve is gyre worker's loop as a library: it claims rollouts, runs a
+//     Handler for each, heartbeats every third of the granted lease,
+//     corrects deadlines for the server's clock, submits outputs (with a
+//     minimal fallback after a 422 or 413), and drains on shutdown.
+//   - Recorder records a Go agent's tool calls with honest outcomes
+//     (unknown unless observed; a status code only with an observed
+//     verdict), counts its completions, and writes the Report that gyre
+//     worker reads from GYRE_REPORT. LoadAgentEnv reads the rest of the
+//     environment gyre worker gives an agent.
+//   - Encoder, ReportedToolCalls and NotReported keep null, [] and
+//     required-null members exact on the wire.
+//   - Attach captures production turns: validated, queued without ever
+//     blocking the agent, sent in batches to POST /turns, retried, split
+//     to isolate a bad turn, flushed on Close.
 package flywheel

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gyrehq/gyre"
 	"github.com/gyrehq/gyre/flywheel"
+	"github.com/gyrehq/gyre/internal/gateway"
 	"github.com/gyrehq/gyre/internal/store"
 )
 
@@ -61,21 +62,56 @@ type rolloutDetail struct {
 	NotTrainingGradeReasons []string          `json:"not_training_grade_reasons"`
 }
 
-// gatewaySummary is what the gateway recorded for a rollout (SPEC §6.3).
+// gatewaySummary is what the gateway recorded for a rollout (SPEC §6.3):
+// counted completions, every other recorded call, and the calls in
+// sequence order.
 type gatewaySummary struct {
 	Completions int               `json:"completions"`
 	Failed      int               `json:"failed"`
-	Calls       []json.RawMessage `json:"calls"`
+	Calls       []gatewayCallView `json:"calls"`
+}
+
+// gatewayCallView is one recorded call of a rollout.
+type gatewayCallView struct {
+	Seq     int     `json:"seq"`
+	Status  int     `json:"status"`
+	Counted bool    `json:"counted"`
+	Reason  *string `json:"reason"`
+	// LatencyMS is from receipt to the end of the answer.
+	LatencyMS           *float64        `json:"latency_ms"`
+	Usage               json.RawMessage `json:"usage"`
+	CostUSD             *float64        `json:"cost_usd"`
+	Stream              bool            `json:"stream"`
+	RequestedModel      *string         `json:"requested_model"`
+	Model               *string         `json:"model"`
+	EmittedToolCallIDs  []string        `json:"emitted_tool_call_ids"`
+	ConsumedToolCallIDs []string        `json:"consumed_tool_call_ids"`
 }
 
 // toolCallJoin places one reported tool call at the completion that
 // emitted it (by tool_call_id); CompletionSeq is null when it cannot be
 // joined.
-type toolCallJoin struct {
-	ToolCallID    *string `json:"tool_call_id"`
-	Name          string  `json:"name"`
-	CompletionSeq *int    `json:"completion_seq"`
-	Ambiguous     bool    `json:"ambiguous"`
+type toolCallJoin = gateway.ToolCallJoin
+
+// gatewaySummaryOf summarises a rollout's recorded calls.
+func gatewaySummaryOf(calls []store.GatewayCall) gatewaySummary {
+	g := gatewaySummary{Calls: make([]gatewayCallView, 0, len(calls))}
+	for _, c := range calls {
+		if c.Counted {
+			g.Completions++
+		} else {
+			g.Failed++
+		}
+		v := gatewayCallView{Seq: c.Seq, Status: c.Status, Counted: c.Counted, Reason: c.Reason, Usage: rawOrNull(c.Usage),
+			CostUSD: c.CostUSD, Stream: c.Stream, RequestedModel: c.RequestedModel, Model: c.Model,
+			EmittedToolCallIDs: nonNilStrings(c.EmittedIDs), ConsumedToolCallIDs: nonNilStrings(c.ConsumedIDs)}
+		if c.DoneAt != nil {
+			ms := float64(c.DoneAt.Sub(c.ReceivedAt).Microseconds()) / 1000
+			v.LatencyMS = &ms
+		}
+		g.Calls = append(g.Calls, v)
+	}
+	return g
 }
 
 func toRolloutSummary(r store.Rollout) rolloutSummary {
@@ -103,7 +139,7 @@ func (s *Server) rolloutDetailOf(ctx context.Context, r store.Rollout) (rolloutD
 		RolloutID: r.ID, AgentID: r.AgentID, TaskID: r.TaskID, BatchID: r.BatchID, GroupID: r.GroupID,
 		Attempt: r.Attempt, State: r.State, WorkerID: r.WorkerID, CreatedAt: r.CreatedAt, ClaimedAt: r.ClaimedAt,
 		SubmittedAt: r.SubmittedAt, TurnInput: r.TurnInput, Output: rawOrNull(r.Output),
-		Exclusion: json.RawMessage("null"), Gateway: gatewaySummary{Calls: []json.RawMessage{}},
+		Exclusion: json.RawMessage("null"), Gateway: gatewaySummary{Calls: []gatewayCallView{}},
 		ToolCallJoins: []toolCallJoin{}, Reconciliation: r.Reconciliation, ReconciliationReason: r.ReconciliationReason,
 		ServerFingerprint: rawOrNull(r.ServerFingerprint), AgentFingerprint: json.RawMessage("null"),
 		Verdicts: json.RawMessage("null"), TrainingGrade: r.TrainingGrade,
@@ -115,6 +151,16 @@ func (s *Server) rolloutDetailOf(ctx context.Context, r store.Rollout) (rolloutD
 	}
 	if r.State.ServerEnded() {
 		d.Exclusion = json.RawMessage(fmt.Sprintf(`{"reason":"state:%s","detail":null}`, r.State))
+	}
+	calls, err := s.store.GatewayCalls(ctx, r.TenantID, r.ID)
+	if err != nil {
+		return d, err
+	}
+	d.Gateway = gatewaySummaryOf(calls)
+	if len(r.ServerFingerprint) == 0 {
+		// Until reconciliation stores it, the fingerprint of what is
+		// recorded so far; never merged with the agent's.
+		d.ServerFingerprint = rawOrNull(gateway.ServerFingerprint(calls))
 	}
 	if r.Output != nil {
 		var out flywheel.RolloutOutput
@@ -129,14 +175,15 @@ func (s *Server) rolloutDetailOf(ctx context.Context, r store.Rollout) (rolloutD
 			d.Exclusion = b
 		}
 		d.AgentFingerprint = rawOrNull(out.AgentFingerprint)
-		if calls, ok := out.ToolCalls.Get(); ok {
-			for _, c := range calls {
-				j := toolCallJoin{Name: c.Name}
+		if reported, ok := out.ToolCalls.Get(); ok {
+			refs := make([]gateway.ReportedToolCall, len(reported))
+			for i, c := range reported {
+				refs[i].Name = c.Name
 				if id, ok := c.ToolCallID.Get(); ok {
-					j.ToolCallID = &id
+					refs[i].ToolCallID = &id
 				}
-				d.ToolCallJoins = append(d.ToolCallJoins, j)
 			}
+			d.ToolCallJoins = gateway.JoinToolCalls(refs, calls)
 		}
 	}
 	sets, err := s.store.VerdictSets(ctx, r.TenantID, "rollout", r.ID)

@@ -14,6 +14,7 @@ import (
 	"github.com/gyrehq/gyre/internal/auth"
 	"github.com/gyrehq/gyre/internal/blobstore"
 	"github.com/gyrehq/gyre/internal/clock"
+	"github.com/gyrehq/gyre/internal/gateway"
 	"github.com/gyrehq/gyre/internal/rollout"
 	"github.com/gyrehq/gyre/internal/store"
 	"github.com/gyrehq/gyre/internal/telemetry"
@@ -124,6 +125,9 @@ type Deps struct {
 	// Rollouts runs claims, leases and outputs. Required by the flywheel/1
 	// rollout routes; nil answers them 503.
 	Rollouts *rollout.Service
+	// Gateway serves the LLM gateway and the policy endpoint; nil answers
+	// them 503 and allows no policy upstream.
+	Gateway *gateway.Gateway
 }
 
 // Server is gyre serve's HTTP server.
@@ -135,6 +139,7 @@ type Server struct {
 	metrics  *telemetry.Metrics
 	blobs    *blobstore.Store
 	rollout  *rollout.Service
+	gateway  *gateway.Gateway
 	auth     *auth.Authenticator
 	mux      *http.ServeMux
 	patterns map[string]bool
@@ -166,6 +171,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 		metrics:  d.Metrics,
 		blobs:    d.Blobs,
 		rollout:  d.Rollouts,
+		gateway:  d.Gateway,
 		auth:     auth.NewAuthenticator(d.Store),
 		mux:      http.NewServeMux(),
 		patterns: map[string]bool{},
@@ -312,4 +318,6 @@ func (s *Server) routes() {
 	s.turnRoutes()
 	s.catalogRoutes()
 	s.rolloutRoutes()
+	s.experimentRoutes()
+	s.gatewayRoutes()
 }

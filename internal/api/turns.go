@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -47,7 +48,11 @@ func (s *Server) postTurns(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	batch, err := decodeTurnBatch(raw, p.AllowsAgent)
+	var allows func(string) bool // nil: the key may act for every agent
+	if p.AgentIDs != nil {
+		allows = p.AllowsAgent
+	}
+	batch, err := decodeTurnBatch(raw, allows)
 	if err != nil {
 		return err
 	}
@@ -91,23 +96,20 @@ type turnBatch struct {
 // store needs. In order:
 //
 //   - a body whose agent_id is a well-formed id outside the key's allow-list
-//     (allows reports false) is 403 forbidden, whatever else is wrong with
-//     it: the key may not speak for that agent at all;
+//     (allows, if not nil, reports false) is 403 forbidden, whatever else is
+//     wrong with it: the key may not speak for that agent at all;
 //   - a body that is not a valid ProductionTurnBatch is 422 invalid_body
 //     pointing at its first offending field in document order;
 //   - otherwise each turn comes back with its exact bytes from raw, the
 //     SHA-256 of its canonical JSON, and the members the store indexes.
 //
-// The text is parsed twice — once here into the tree the turns are
-// canonicalized from, once inside the validator — and scanned once more
-// for the byte spans of the turns.
+// The validator parses the text once; one more pass over the bytes, with
+// no value tree, finds the turns, canonicalizes each (turnCanon) and reads
+// its identifiers.
 func decodeTurnBatch(raw []byte, allows func(agentID string) bool) (turnBatch, error) {
-	tree, perr := jcs.Parse(raw)
-	if perr == nil && allows != nil {
-		if obj, ok := tree.(map[string]any); ok {
-			if id, ok := obj["agent_id"].(string); ok && flywheel.ValidateAgentID(id) == nil && !allows(id) {
-				return turnBatch{}, gyre.Errorf(gyre.CodeForbidden, "this API key may not act for agent_id %q", id)
-			}
+	if allows != nil {
+		if id, ok := peekAgentID(raw); ok && flywheel.ValidateAgentID(id) == nil && !allows(id) {
+			return turnBatch{}, errAgentForbidden(id)
 		}
 	}
 	if err := flywheel.Validate(flywheel.DefProductionTurnBatch, raw); err != nil {
@@ -118,219 +120,487 @@ func decodeTurnBatch(raw []byte, allows func(agentID string) bool) (turnBatch, e
 		}
 		return turnBatch{}, fmt.Errorf("validate turn batch: %w", err)
 	}
-	if perr != nil {
-		return turnBatch{}, fmt.Errorf("validator accepted a body jcs refuses: %w", perr)
+	// The contract holds from here on: an error below is a drift between it
+	// and this code, not the client's fault.
+	b, err := readTurnBatch(raw)
+	if err != nil {
+		return turnBatch{}, fmt.Errorf("read a valid turn batch: %w", err)
 	}
-	// The contract holds from here on: the assertions below guard against a
-	// drift between it and this code, not against the client.
-	obj, _ := tree.(map[string]any)
-	agentID, _ := obj["agent_id"].(string)
-	elems, _ := obj["turns"].([]any)
-	spans, err := turnSpans(raw)
-	if err != nil || len(spans) != len(elems) || agentID == "" {
-		return turnBatch{}, fmt.Errorf("locate turns in a valid batch: %d spans for %d turns: %v", len(spans), len(elems), err)
-	}
-	if allows != nil && !allows(agentID) { // checked above; kept next to its use
-		return turnBatch{}, gyre.Errorf(gyre.CodeForbidden, "this API key may not act for agent_id %q", agentID)
-	}
-	b := turnBatch{agentID: agentID, turns: make([]store.NewTurn, len(elems))}
-	var canon []byte
-	for i, e := range elems {
-		m, _ := e.(map[string]any)
-		if canon, err = jcs.Append(canon[:0], m); err != nil {
-			return turnBatch{}, fmt.Errorf("canonicalize turn %d: %w", i, err)
-		}
-		sum := sha256.Sum256(canon)
-		nt := store.NewTurn{
-			Body:   raw[spans[i].start:spans[i].end:spans[i].end],
-			SHA256: hex.EncodeToString(sum[:]),
-		}
-		nt.TurnID, _ = m["turn_id"].(string)
-		nt.ConversationID, _ = m["conversation_id"].(string)
-		nt.TaskID, _ = m["task_id"].(string)
-		nt.OccurredAt, _ = m["occurred_at"].(string)
-		if nt.TurnID == "" {
-			return turnBatch{}, fmt.Errorf("turn %d of a valid batch has no turn_id", i)
-		}
-		b.turns[i] = nt
+	if allows != nil && !allows(b.agentID) { // peekAgentID saw it; kept next to its use
+		return turnBatch{}, errAgentForbidden(b.agentID)
 	}
 	return b, nil
 }
 
-// turnSpan is raw[start:end].
-type turnSpan struct{ start, end int }
+func errAgentForbidden(agentID string) error {
+	return gyre.Errorf(gyre.CodeForbidden, "this API key may not act for agent_id %q", agentID)
+}
 
-// turnSpans returns where each element of the top-level "turns" array sits
-// in raw, a JSON object. It scans without building values and assumes
-// valid JSON (the validator has accepted raw); on anything else it returns
-// an error, never a wrong span silently.
-func turnSpans(raw []byte) ([]turnSpan, error) {
-	sc := turnScanner{data: raw}
-	sc.space()
-	if !sc.eat('{') {
-		return nil, errors.New("body is not an object")
-	}
-	var spans []turnSpan
+// peekAgentID returns the top-level agent_id of raw when raw is, as far as
+// a scan up to that member can tell, a JSON object whose agent_id member is
+// a string.
+func peekAgentID(raw []byte) (string, bool) {
+	w := jsonWalker{src: raw}
+	var id string
 	found := false
-	for sc.space(); !sc.eat('}'); {
-		if sc.pos >= len(raw) {
-			return nil, errors.New("body ends inside an object")
-		}
-		key, err := sc.key()
-		if err != nil {
-			return nil, err
-		}
-		sc.space()
-		if !sc.eat(':') {
-			return nil, errors.New("member without a colon")
-		}
-		sc.space()
-		if key == "turns" {
-			if found {
-				return nil, errors.New("turns appears twice")
-			}
+	err := w.members(0, func(key string, start, end int) error {
+		if key == "agent_id" && !found {
 			found = true
-			if spans, err = sc.elements(); err != nil {
-				return nil, err
+			var err error
+			id, err = w.stringAt(start, end)
+			if err != nil {
+				return err
 			}
-		} else if err := sc.skip(); err != nil {
-			return nil, err
+			return errStopWalk
 		}
-		sc.space()
-		sc.eat(',')
-		sc.space()
-	}
-	if !found {
-		return nil, errors.New("no turns member")
-	}
-	return spans, nil
+		return nil
+	})
+	return id, found && (err == nil || errors.Is(err, errStopWalk))
 }
 
-// turnScanner walks JSON text by bytes.
-type turnScanner struct {
-	data []byte
-	pos  int
+var errStopWalk = errors.New("stop")
+
+// readTurnBatch reads a body the validator has accepted: its agent_id and,
+// for each turn, the exact bytes, canonical hash and indexed members.
+func readTurnBatch(raw []byte) (turnBatch, error) {
+	var b turnBatch
+	w := jsonWalker{src: raw}
+	c := turnCanon{w: jsonWalker{src: raw, names: make(map[string]string, 32)}}
+	err := w.members(0, func(key string, start, end int) error {
+		switch key {
+		case "agent_id":
+			id, err := w.stringAt(start, end)
+			b.agentID = id
+			return err
+		case "turns":
+			b.turns = make([]store.NewTurn, 0, store.MaxTurnsPerBatch)
+			return w.elements(start, func(start, end int) error {
+				nt, err := c.turn(start, end)
+				b.turns = append(b.turns, nt)
+				return err
+			})
+		}
+		return nil
+	})
+	switch {
+	case err != nil:
+		return turnBatch{}, err
+	case b.agentID == "" || len(b.turns) == 0:
+		return turnBatch{}, errors.New("no agent_id or no turns")
+	}
+	return b, nil
 }
 
-func (s *turnScanner) space() {
-	for s.pos < len(s.data) {
-		switch s.data[s.pos] {
-		case ' ', '\t', '\n', '\r':
-			s.pos++
+// turnCanon computes each turn's canonical hash and reads its members,
+// reusing its buffers from turn to turn.
+type turnCanon struct {
+	w       jsonWalker
+	dst     []byte
+	scratch []canonMember
+	// top receives the members of the outermost object, in text order.
+	top func(key string, start, end int) error
+}
+
+// canonMember is an object member waiting to be written in key order.
+type canonMember struct {
+	key        string
+	start, end int // the value's bytes
+}
+
+// maxCanonDepth is how deeply objects and arrays may nest in a turn that
+// turnCanon canonicalizes itself. It reads an object's member values once
+// to find them and again to write them in key order, so nested objects
+// are read once per enclosing object; deeper turns (not seen in practice)
+// go to jcs, which builds a tree instead, so that the work stays linear in
+// the size of the body whatever its shape.
+const maxCanonDepth = 24
+
+var errCanonTooDeep = errors.New("nested too deeply for turnCanon")
+
+// turn returns the NewTurn of the turn at src[start:end].
+func (c *turnCanon) turn(start, end int) (store.NewTurn, error) {
+	nt := store.NewTurn{Body: c.w.src[start:end:end]}
+	members := func(key string, vs, ve int) error {
+		var dst *string
+		switch key {
+		case "turn_id":
+			dst = &nt.TurnID
+		case "conversation_id":
+			dst = &nt.ConversationID
+		case "task_id":
+			dst = &nt.TaskID
+		case "occurred_at":
+			dst = &nt.OccurredAt
 		default:
-			return
-		}
-	}
-}
-
-func (s *turnScanner) eat(c byte) bool {
-	if s.pos < len(s.data) && s.data[s.pos] == c {
-		s.pos++
-		return true
-	}
-	return false
-}
-
-// key reads an object member name, decoding escapes when there are any.
-func (s *turnScanner) key() (string, error) {
-	start := s.pos
-	if err := s.str(); err != nil {
-		return "", err
-	}
-	lit := s.data[start:s.pos]
-	if bytes.IndexByte(lit, '\\') < 0 {
-		return string(lit[1 : len(lit)-1]), nil
-	}
-	var k string
-	if err := json.Unmarshal(lit, &k); err != nil {
-		return "", fmt.Errorf("member name: %w", err)
-	}
-	return k, nil
-}
-
-// str skips a string literal.
-func (s *turnScanner) str() error {
-	if !s.eat('"') {
-		return errors.New("expected a string")
-	}
-	for s.pos < len(s.data) {
-		switch s.data[s.pos] {
-		case '\\':
-			s.pos += 2
-			continue
-		case '"':
-			s.pos++
 			return nil
 		}
-		s.pos++
+		var err error
+		*dst, err = c.w.stringAt(vs, ve)
+		return err
 	}
-	return errors.New("unterminated string")
+	c.dst, c.scratch, c.top = c.dst[:0], c.scratch[:0], members
+	_, err := c.value(start, 0)
+	c.top = nil
+	if errors.Is(err, errCanonTooDeep) {
+		nt.TurnID, nt.ConversationID, nt.TaskID, nt.OccurredAt = "", "", "", ""
+		if err = c.w.members(start, members); err == nil {
+			c.dst, err = jcs.Canonicalize(nt.Body)
+		}
+	}
+	if err != nil {
+		return nt, fmt.Errorf("canonicalize a turn: %w", err)
+	}
+	if nt.TurnID == "" {
+		return nt, errors.New("a turn without turn_id")
+	}
+	sum := sha256.Sum256(c.dst)
+	nt.SHA256 = hex.EncodeToString(sum[:])
+	return nt, nil
 }
 
-// elements reads an array and returns the span of each element.
-func (s *turnScanner) elements() ([]turnSpan, error) {
-	if !s.eat('[') {
-		return nil, errors.New("turns is not an array")
+// value appends the RFC 8785 form of the value at src[pos:] to c.dst,
+// exactly as jcs.Canonicalize writes it, and returns the offset just past
+// the value. It reads text that jcs.Parse accepts (the validator parsed
+// it). Strings without escapes are copied as they are: JSON text cannot
+// hold unescaped any character RFC 8785 escapes.
+func (c *turnCanon) value(pos, depth int) (int, error) {
+	src := c.w.src
+	pos = c.w.space(pos)
+	if pos >= len(src) {
+		return pos, errors.New("value expected")
 	}
-	var spans []turnSpan
-	for s.space(); !s.eat(']'); {
-		start := s.pos
-		if err := s.skip(); err != nil {
-			return nil, err
+	switch ch := src[pos]; {
+	case ch == '{':
+		if depth >= maxCanonDepth {
+			return pos, errCanonTooDeep
 		}
-		spans = append(spans, turnSpan{start, s.pos})
-		s.space()
-		if !s.eat(',') && (s.pos >= len(s.data) || s.data[s.pos] != ']') {
-			return nil, errors.New("array element not followed by a comma or ]")
+		return c.object(pos, depth+1)
+	case ch == '[':
+		if depth >= maxCanonDepth {
+			return pos, errCanonTooDeep
 		}
-		s.space()
+		c.dst = append(c.dst, '[')
+		pos = c.w.space(pos + 1)
+		if pos < len(src) && src[pos] == ']' {
+			c.dst = append(c.dst, ']')
+			return pos + 1, nil
+		}
+		for {
+			end, err := c.value(pos, depth+1)
+			if err != nil {
+				return end, err
+			}
+			pos = c.w.space(end)
+			switch {
+			case pos < len(src) && src[pos] == ',':
+				c.dst = append(c.dst, ',')
+				pos++
+			case pos < len(src) && src[pos] == ']':
+				c.dst = append(c.dst, ']')
+				return pos + 1, nil
+			default:
+				return pos, errors.New("comma or ] expected")
+			}
+		}
+	case ch == '"':
+		end, err := c.w.skip(pos)
+		if err != nil {
+			return end, err
+		}
+		if bytes.IndexByte(src[pos:end], '\\') < 0 {
+			c.dst = append(c.dst, src[pos:end]...)
+			return end, nil
+		}
+		s, err := c.w.stringAt(pos, end)
+		if err != nil {
+			return end, err
+		}
+		c.dst, err = jcs.Append(c.dst, s)
+		return end, err
+	case ch == 't' || ch == 'f' || ch == 'n':
+		end, err := c.w.skip(pos)
+		c.dst = append(c.dst, src[pos:end]...)
+		return end, err
+	default:
+		end, err := c.w.skip(pos)
+		if err != nil {
+			return end, err
+		}
+		c.dst, err = appendCanonNumber(c.dst, src[pos:end])
+		return end, err
 	}
-	return spans, nil
 }
 
-// skip moves past one value.
-func (s *turnScanner) skip() error {
-	if s.pos >= len(s.data) {
-		return errors.New("value expected")
+// object writes the object at src[pos:] with its members sorted as RFC
+// 8785 §3.2.3 requires (jcs.CompareKeys) and returns the offset past it.
+func (c *turnCanon) object(pos, depth int) (int, error) {
+	base := len(c.scratch)
+	end := pos
+	err := c.w.members(pos, func(key string, start, e int) error {
+		c.scratch = append(c.scratch, canonMember{key: key, start: start, end: e})
+		end = e
+		if depth == 1 && c.top != nil {
+			return c.top(key, start, e)
+		}
+		return nil
+	})
+	if err != nil {
+		return end, err
 	}
-	switch s.data[s.pos] {
+	// The closing brace follows the last member (or the opening one).
+	end = c.w.space(end)
+	if n := len(c.scratch) - base; n == 0 {
+		end = c.w.space(pos + 1)
+	}
+	if end >= len(c.w.src) || c.w.src[end] != '}' {
+		return end, errors.New("} expected")
+	}
+	n := len(c.scratch) - base
+	slices.SortFunc(c.scratch[base:], func(a, b canonMember) int { return jcs.CompareKeys(a.key, b.key) })
+	c.dst = append(c.dst, '{')
+	for i := range n {
+		// Nested objects append to c.scratch past this object's members
+		// and cut it back; index afresh, the array may have moved.
+		m := c.scratch[base+i]
+		if i > 0 {
+			c.dst = append(c.dst, ',')
+		}
+		var err error
+		if c.dst, err = appendCanonName(c.dst, m.key); err != nil {
+			return end, err
+		}
+		c.dst = append(c.dst, ':')
+		if _, err := c.value(m.start, depth); err != nil {
+			return end, err
+		}
+	}
+	c.dst = append(c.dst, '}')
+	c.scratch = c.scratch[:base]
+	return end + 1, nil
+}
+
+// appendCanonName appends the canonical form of a member name: as it is,
+// quoted, unless it holds one of the characters RFC 8785 escapes (", \ and
+// the C0 controls), when jcs writes it.
+func appendCanonName(dst []byte, name string) ([]byte, error) {
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c < 0x20 || c == '"' || c == '\\' {
+			return jcs.Append(dst, name)
+		}
+	}
+	dst = append(dst, '"')
+	dst = append(dst, name...)
+	return append(dst, '"'), nil
+}
+
+// appendCanonNumber appends the canonical form of the JSON number text
+// num. A plain integer of up to 15 digits is its own canonical form (but
+// -0 is 0); anything else goes through jcs, as jcs.Canonicalize does.
+func appendCanonNumber(dst, num []byte) ([]byte, error) {
+	digits := num
+	if len(digits) > 0 && digits[0] == '-' {
+		digits = digits[1:]
+	}
+	plain := len(digits) > 0 && len(digits) <= 15 && (digits[0] != '0' || len(digits) == 1)
+	for _, d := range digits {
+		if d < '0' || d > '9' {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		if len(num) == 2 && num[0] == '-' && num[1] == '0' {
+			return append(dst, '0'), nil
+		}
+		return append(dst, num...), nil
+	}
+	return jcs.Append(dst, json.Number(num))
+}
+
+// jsonWalker reads JSON text without building values. It assumes the text
+// is JSON and stops with an error, never a wrong answer, when it is not.
+type jsonWalker struct {
+	src []byte
+	// names interns object member names, if set: a batch repeats the same
+	// few names in every turn.
+	names map[string]string
+}
+
+// maxInternedNames bounds jsonWalker.names for bodies with many distinct
+// member names.
+const maxInternedNames = 256
+
+// space returns the offset of the first non-space byte at or after pos.
+func (w jsonWalker) space(pos int) int {
+	for pos < len(w.src) {
+		switch w.src[pos] {
+		case ' ', '\t', '\n', '\r':
+			pos++
+		default:
+			return pos
+		}
+	}
+	return pos
+}
+
+// members calls fn with the name and value span of each member of the
+// object at src[pos:], in text order, and stops at fn's first error.
+func (w jsonWalker) members(pos int, fn func(name string, start, end int) error) error {
+	pos = w.space(pos)
+	if pos >= len(w.src) || w.src[pos] != '{' {
+		return errors.New("not an object")
+	}
+	pos = w.space(pos + 1)
+	if pos < len(w.src) && w.src[pos] == '}' {
+		return nil
+	}
+	for {
+		kEnd, err := w.skip(pos)
+		if err != nil || w.src[pos] != '"' {
+			return errors.New("object member name expected")
+		}
+		key, err := w.name(pos, kEnd)
+		if err != nil {
+			return err
+		}
+		pos = w.space(kEnd)
+		if pos >= len(w.src) || w.src[pos] != ':' {
+			return errors.New("colon expected")
+		}
+		start := w.space(pos + 1)
+		end, err := w.skip(start)
+		if err != nil {
+			return err
+		}
+		if err := fn(key, start, end); err != nil {
+			return err
+		}
+		pos = w.space(end)
+		switch {
+		case pos < len(w.src) && w.src[pos] == ',':
+			pos = w.space(pos + 1)
+		case pos < len(w.src) && w.src[pos] == '}':
+			return nil
+		default:
+			return errors.New("comma or } expected")
+		}
+	}
+}
+
+// elements calls fn with the span of each element of the array at
+// src[pos:], in order, and stops at fn's first error.
+func (w jsonWalker) elements(pos int, fn func(start, end int) error) error {
+	pos = w.space(pos)
+	if pos >= len(w.src) || w.src[pos] != '[' {
+		return errors.New("not an array")
+	}
+	pos = w.space(pos + 1)
+	if pos < len(w.src) && w.src[pos] == ']' {
+		return nil
+	}
+	for {
+		end, err := w.skip(pos)
+		if err != nil {
+			return err
+		}
+		if err := fn(pos, end); err != nil {
+			return err
+		}
+		pos = w.space(end)
+		switch {
+		case pos < len(w.src) && w.src[pos] == ',':
+			pos = w.space(pos + 1)
+		case pos < len(w.src) && w.src[pos] == ']':
+			return nil
+		default:
+			return errors.New("comma or ] expected")
+		}
+	}
+}
+
+// skip returns the offset just past the value at src[pos:].
+func (w jsonWalker) skip(pos int) (int, error) {
+	if pos >= len(w.src) {
+		return pos, errors.New("value expected")
+	}
+	switch w.src[pos] {
 	case '"':
-		return s.str()
+		for pos++; pos < len(w.src); pos++ {
+			switch w.src[pos] {
+			case '\\':
+				pos++
+			case '"':
+				return pos + 1, nil
+			}
+		}
+		return pos, errors.New("unterminated string")
 	case '{', '[':
 		depth := 0
-		for s.pos < len(s.data) {
-			switch s.data[s.pos] {
+		for pos < len(w.src) {
+			switch w.src[pos] {
 			case '"':
-				if err := s.str(); err != nil {
-					return err
+				end, err := w.skip(pos)
+				if err != nil {
+					return end, err
 				}
+				pos = end
 				continue
 			case '{', '[':
 				depth++
 			case '}', ']':
 				depth--
 				if depth == 0 {
-					s.pos++
-					return nil
+					return pos + 1, nil
 				}
 			}
-			s.pos++
+			pos++
 		}
-		return errors.New("unterminated container")
+		return pos, errors.New("unterminated object or array")
 	default: // number or literal
-		start := s.pos
-		for s.pos < len(s.data) {
-			switch s.data[s.pos] {
-			case ',', '}', ']', ' ', '\t', '\n', '\r':
-				if s.pos == start {
-					return errors.New("value expected")
+		start := pos
+		for pos < len(w.src) {
+			switch w.src[pos] {
+			case ',', '}', ']', ':', ' ', '\t', '\n', '\r':
+				if pos == start {
+					return pos, errors.New("value expected")
 				}
-				return nil
+				return pos, nil
 			}
-			s.pos++
+			pos++
 		}
-		return nil
+		return pos, nil
 	}
+}
+
+// name decodes the member name literal src[start:end], interned.
+func (w jsonWalker) name(start, end int) (string, error) {
+	if w.names == nil || end-start < 2 {
+		return w.stringAt(start, end)
+	}
+	if k, ok := w.names[string(w.src[start+1:end-1])]; ok {
+		return k, nil
+	}
+	k, err := w.stringAt(start, end)
+	if err == nil && len(w.names) < maxInternedNames && !bytes.Contains(w.src[start:end], []byte{'\\'}) {
+		w.names[k] = k
+	}
+	return k, err
+}
+
+// stringAt decodes the JSON string literal src[start:end].
+func (w jsonWalker) stringAt(start, end int) (string, error) {
+	lit := w.src[start:end]
+	if len(lit) < 2 || lit[0] != '"' || lit[len(lit)-1] != '"' {
+		return "", errors.New("not a string")
+	}
+	if bytes.IndexByte(lit, '\\') < 0 {
+		return string(lit[1 : len(lit)-1]), nil
+	}
+	var s string
+	if err := json.Unmarshal(lit, &s); err != nil {
+		return "", fmt.Errorf("decode string: %w", err)
+	}
+	return s, nil
 }
 
 // listTurns is GET /api/v1/turns: the tenant's stored turns in order of

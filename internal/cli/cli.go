@@ -49,6 +49,12 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if err == nil {
 		return ExitOK
 	}
+	if code, ok := exitCode(err); ok { // commands with exit codes of their own (gyre eval run)
+		if errors.Unwrap(err) != nil {
+			fmt.Fprintf(stderr, "gyre: %v\n", err)
+		}
+		return code
+	}
 	fmt.Fprintf(stderr, "gyre: %v\n", err)
 	var ue usageError
 	if errors.As(err, &ue) {
@@ -103,6 +109,9 @@ GYRE_CONFIG, then built-in defaults.`,
 		a.tenantsCommand(),
 		a.keysCommand(),
 		a.versionCommand(),
+		a.evalCommand(),
+		a.workerCommand(),
+		a.atifCommand(),
 	)
 	return root
 }

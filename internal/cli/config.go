@@ -8,14 +8,17 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/gyrehq/gyre/internal/api"
+	"github.com/gyrehq/gyre/internal/gateway"
 	"github.com/gyrehq/gyre/internal/store/storeopen"
 	"github.com/gyrehq/gyre/internal/telemetry"
 )
@@ -56,15 +59,61 @@ type Config struct {
 	// empty store (--bootstrap-admin-key-file). Empty means
 	// <Data>/admin.key on SQLite and no bootstrap on PostgreSQL.
 	BootstrapAdminKeyFile string
+	// DefaultPolicy names the policy a tenant's rollouts use when neither
+	// their batch nor their agent's promotion names one (--default-policy);
+	// each tenant resolves the name among its own policies. Empty: none,
+	// and such rollouts' gateway answers 503 no_policy (SPEC §6.1).
+	DefaultPolicy string
+	// GatewayMaxBodyBytes caps LLM gateway request bodies, after
+	// decompression (--gateway-max-body-bytes, default 32MiB).
+	GatewayMaxBodyBytes int64
+	// GatewayFlushInterval bounds how long a gateway record waits in
+	// memory before it is written (--gateway-flush-interval, default 200ms).
+	GatewayFlushInterval time.Duration
+	// Upstreams are the LLM servers policies may route to: the config
+	// file's upstreams: section only, never a flag or environment
+	// variable, because they carry secrets (SPEC §6.1).
+	Upstreams []UpstreamConfig
+}
+
+// UpstreamConfig is one entry of the config file's upstreams: section.
+type UpstreamConfig struct {
+	// Name is how policies refer to the upstream.
+	Name string
+	// BaseURL is the API root, e.g. http://10.0.0.5:8000/v1.
+	BaseURL string
+	// APIKeyEnv names the environment variable holding the upstream's
+	// key; empty sends none.
+	APIKeyEnv string
+	// APIKey is the value of APIKeyEnv, read when the configuration is
+	// resolved; never shown.
+	APIKey string
+	// Tenants allow-lists tenant names; empty or "*" allows every tenant.
+	Tenants []string
+	// AllowPrivate allows loopback, private and link-local targets.
+	AllowPrivate bool
+	// Line is where the entry starts in the config file, for messages.
+	Line int
+}
+
+// GatewayUpstreams converts the configured upstreams for the gateway.
+func (c Config) GatewayUpstreams() []gateway.Upstream {
+	out := make([]gateway.Upstream, len(c.Upstreams))
+	for i, u := range c.Upstreams {
+		out[i] = gateway.Upstream{Name: u.Name, BaseURL: u.BaseURL, APIKey: u.APIKey, Tenants: u.Tenants, AllowPrivate: u.AllowPrivate}
+	}
+	return out
 }
 
 // Defaults returns the built-in configuration.
 func Defaults() Config {
 	return Config{
-		Addr:         "127.0.0.1:7070",
-		Data:         "./gyre-data",
-		MaxBodyBytes: api.DefaultMaxBodyBytes,
-		LogLevel:     "info",
+		Addr:                 "127.0.0.1:7070",
+		Data:                 "./gyre-data",
+		MaxBodyBytes:         api.DefaultMaxBodyBytes,
+		LogLevel:             "info",
+		GatewayMaxBodyBytes:  gateway.DefaultMaxBodyBytes,
+		GatewayFlushInterval: gateway.DefaultFlushInterval,
 	}
 }
 
@@ -112,7 +161,64 @@ func (c Config) Validate() error {
 	if _, err := telemetry.ParseLevel(c.LogLevel); err != nil {
 		add("log-level", "%v", err)
 	}
+	if c.DefaultPolicy != "" && !gateway.ValidName(c.DefaultPolicy) {
+		add("default-policy", "%q is not a policy name: want 1 to 255 characters from [A-Za-z0-9._-]", c.DefaultPolicy)
+	}
+	if c.GatewayMaxBodyBytes < 1024 {
+		add("gateway-max-body-bytes", "must be at least 1KiB, not %d bytes", c.GatewayMaxBodyBytes)
+	}
+	if c.GatewayFlushInterval <= 0 || c.GatewayFlushInterval > 5*time.Second {
+		add("gateway-flush-interval", "must be more than 0 and at most 5s, not %s", c.GatewayFlushInterval)
+	}
+	errs = append(errs, validateUpstreams(c.Upstreams)...)
 	return errors.Join(errs...)
+}
+
+// envNameRE is the grammar of an environment variable name.
+var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// validateUpstreams checks the upstreams: section, naming each entry by
+// its index, name and line.
+func validateUpstreams(ups []UpstreamConfig) []error {
+	var errs []error
+	seen := map[string]int{}
+	for i, u := range ups {
+		where := fmt.Sprintf("upstreams[%d]", i)
+		if u.Name != "" {
+			where += " (" + u.Name + ")"
+		}
+		if u.Line > 0 {
+			where += fmt.Sprintf(" at line %d", u.Line)
+		}
+		bad := func(format string, args ...any) {
+			errs = append(errs, fmt.Errorf("%s: %s", where, fmt.Sprintf(format, args...)))
+		}
+		switch {
+		case u.Name == "":
+			bad("name is required")
+		case !gateway.ValidName(u.Name):
+			bad("name %q must be 1 to 255 characters from [A-Za-z0-9._-]", u.Name)
+		default:
+			if j, dup := seen[u.Name]; dup {
+				bad("name %q is already used by upstreams[%d]", u.Name, j)
+			}
+			seen[u.Name] = i
+		}
+		if u.BaseURL == "" {
+			bad("base_url is required")
+		} else if err := gateway.CheckBaseURL(u.BaseURL); err != nil {
+			bad("base_url: %v", err)
+		}
+		if u.APIKeyEnv != "" && !envNameRE.MatchString(u.APIKeyEnv) {
+			bad("api_key_env %q is not an environment variable name", u.APIKeyEnv)
+		}
+		for _, t := range u.Tenants {
+			if t == "" {
+				bad("tenants has an empty entry")
+			}
+		}
+	}
+	return errs
 }
 
 // splitAddr checks a host:port listen address and returns its host.
@@ -212,6 +318,31 @@ var settings = func() []setting {
 		},
 		mk("log-level", "log level: debug, info, warn or error", false, func(c *Config) *string { return &c.LogLevel }),
 		mk("bootstrap-admin-key-file", "write the first admin key of an empty store here (default <data>/admin.key on SQLite; PostgreSQL bootstraps only with this flag)", true, func(c *Config) *string { return &c.BootstrapAdminKeyFile }),
+		mk("default-policy", "policy name a tenant's rollouts use when neither their batch nor their agent's promotion names one", true, func(c *Config) *string { return &c.DefaultPolicy }),
+		{
+			flag: "gateway-max-body-bytes", usage: "request body limit of the LLM gateway, after decompression", serve: true,
+			get: func(c *Config) string { return formatBytes(c.GatewayMaxBodyBytes) },
+			set: func(c *Config, v string) error {
+				n, err := parseBytes(v)
+				if err != nil {
+					return err
+				}
+				c.GatewayMaxBodyBytes = n
+				return nil
+			},
+		},
+		{
+			flag: "gateway-flush-interval", usage: "longest time an LLM gateway record waits in memory before it is written (e.g. 200ms)", serve: true,
+			get: func(c *Config) string { return c.GatewayFlushInterval.String() },
+			set: func(c *Config, v string) error {
+				d, err := time.ParseDuration(strings.TrimSpace(v))
+				if err != nil {
+					return fmt.Errorf("invalid duration %q: want e.g. 200ms or 1s", v)
+				}
+				c.GatewayFlushInterval = d
+				return nil
+			},
+		},
 	}
 }()
 
@@ -243,10 +374,11 @@ type resolver struct {
 // global ones included); serve says whether the serve settings apply. It
 // also returns where each setting came from.
 func (r resolver) resolve(fs *pflag.FlagSet, serve bool) (Config, map[string]source, error) {
-	file, path, err := r.loadFile(fs)
+	doc, path, err := r.loadFile(fs)
 	if err != nil {
 		return Config{}, nil, err
 	}
+	file := doc.settings
 	c := Defaults()
 	from := map[string]source{}
 	for _, s := range settings {
@@ -273,13 +405,38 @@ func (r resolver) resolve(fs *pflag.FlagSet, serve bool) (Config, map[string]sou
 		}
 		from[s.flag] = source{Value: shown, Source: src}
 	}
+	if serve && len(doc.upstreams) > 0 {
+		c.Upstreams = doc.upstreams
+		var errs []error
+		for i := range c.Upstreams {
+			u := &c.Upstreams[i]
+			if u.APIKeyEnv == "" {
+				continue
+			}
+			v, ok := r.lookupEnv(u.APIKeyEnv)
+			if !ok || v == "" {
+				errs = append(errs, fmt.Errorf("upstreams[%d] (%s) in %s: environment variable %s, named by api_key_env, is not set",
+					i, u.Name, path, u.APIKeyEnv))
+			}
+			u.APIKey = v
+		}
+		if err := errors.Join(errs...); err != nil {
+			return Config{}, nil, err
+		}
+	}
 	return c, from, nil
 }
 
+// configFile is a parsed config file: the flat settings, by key, and the
+// upstreams: section.
+type configFile struct {
+	settings  map[string]string
+	upstreams []UpstreamConfig
+}
+
 // loadFile reads the config file named by --config or GYRE_CONFIG, if
-// any, into a map from key to value. Unknown keys are an error that names
-// the key and its line.
-func (r resolver) loadFile(fs *pflag.FlagSet) (map[string]string, string, error) {
+// any. Unknown keys are an error that names the key and its line.
+func (r resolver) loadFile(fs *pflag.FlagSet) (configFile, string, error) {
 	path := ""
 	if f := fs.Lookup("config"); f != nil && f.Changed {
 		path = f.Value.String()
@@ -287,50 +444,82 @@ func (r resolver) loadFile(fs *pflag.FlagSet) (map[string]string, string, error)
 		path = v
 	}
 	if path == "" {
-		return nil, "", nil
+		return configFile{}, "", nil
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, "", fmt.Errorf("read config file: %w", err)
+		return configFile{}, "", fmt.Errorf("read config file: %w", err)
 	}
-	m, err := parseConfigFile(b)
+	doc, err := parseConfigDoc(b)
 	if err != nil {
-		return nil, "", fmt.Errorf("config file %s: %w", path, err)
+		return configFile{}, "", fmt.Errorf("config file %s: %w", path, err)
 	}
-	return m, path, nil
+	return doc, path, nil
 }
 
-// parseConfigFile parses a YAML mapping of setting keys to scalars.
+// parseConfigFile parses a YAML mapping of setting keys to scalars and
+// returns the settings (the upstreams: section aside).
 func parseConfigFile(b []byte) (map[string]string, error) {
+	doc, err := parseConfigDoc(b)
+	return doc.settings, err
+}
+
+// upstreamsKey is the config file's one nested section.
+const upstreamsKey = "upstreams"
+
+// parseConfigDoc parses a YAML mapping of setting keys to scalars, plus
+// the upstreams: section.
+func parseConfigDoc(b []byte) (configFile, error) {
+	m, ups, err := parseConfigNodes(b)
+	return configFile{settings: m, upstreams: ups}, err
+}
+
+func parseConfigNodes(b []byte) (map[string]string, []UpstreamConfig, error) {
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
-			return map[string]string{}, nil // an empty file sets nothing
+			return map[string]string{}, nil, nil // an empty file sets nothing
 		}
-		return nil, fmt.Errorf("not valid YAML: %w", err)
+		return nil, nil, fmt.Errorf("not valid YAML: %w", err)
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); err == nil {
-		return nil, fmt.Errorf("line %d: only one YAML document is allowed", extra.Line)
+		return nil, nil, fmt.Errorf("line %d: only one YAML document is allowed", extra.Line)
 	}
 	root := &doc
 	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
 		root = root.Content[0]
 	}
 	if root.Kind == yaml.ScalarNode && root.Tag == "!!null" {
-		return map[string]string{}, nil
+		return map[string]string{}, nil, nil
 	}
 	if root.Kind != yaml.MappingNode {
-		return nil, fmt.Errorf("line %d: want a mapping of settings (key: value)", root.Line)
+		return nil, nil, fmt.Errorf("line %d: want a mapping of settings (key: value)", root.Line)
 	}
-	known := make([]string, len(settings))
+	known := make([]string, len(settings), len(settings)+1)
 	for i, s := range settings {
 		known[i] = s.key()
 	}
+	known = append(known, upstreamsKey)
 	out := map[string]string{}
+	var (
+		ups    []UpstreamConfig
+		sawUps bool
+	)
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		k, v := root.Content[i], root.Content[i+1]
+		if k.Value == upstreamsKey {
+			if sawUps {
+				return nil, nil, fmt.Errorf("line %d: key %q is set twice", k.Line, k.Value)
+			}
+			sawUps = true
+			var err error
+			if ups, err = parseUpstreams(v); err != nil {
+				return nil, nil, err
+			}
+			continue
+		}
 		if !slices.Contains(known, k.Value) {
 			msg := fmt.Sprintf("line %d: unknown key %q", k.Line, k.Value)
 			if alt := strings.ReplaceAll(k.Value, "-", "_"); alt != k.Value && slices.Contains(known, alt) {
@@ -338,19 +527,88 @@ func parseConfigFile(b []byte) (map[string]string, error) {
 			} else {
 				msg += " (known keys: " + strings.Join(known, ", ") + ")"
 			}
-			return nil, errors.New(msg)
+			return nil, nil, errors.New(msg)
 		}
 		if _, dup := out[k.Value]; dup {
-			return nil, fmt.Errorf("line %d: key %q is set twice", k.Line, k.Value)
+			return nil, nil, fmt.Errorf("line %d: key %q is set twice", k.Line, k.Value)
 		}
 		if v.Kind != yaml.ScalarNode {
-			return nil, fmt.Errorf("line %d: %s must be a single value", v.Line, k.Value)
+			return nil, nil, fmt.Errorf("line %d: %s must be a single value", v.Line, k.Value)
 		}
 		if v.Tag == "!!null" {
 			out[k.Value] = ""
 			continue
 		}
 		out[k.Value] = v.Value
+	}
+	return out, ups, nil
+}
+
+// upstreamKeys are the keys of one upstreams: entry.
+var upstreamKeys = []string{"name", "base_url", "api_key_env", "tenants", "allow_private"}
+
+// parseUpstreams parses the upstreams: section: a list of mappings with
+// exactly the keys of upstreamKeys, scalars except tenants (a list).
+func parseUpstreams(n *yaml.Node) ([]UpstreamConfig, error) {
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+		return nil, nil
+	}
+	if n.Kind != yaml.SequenceNode {
+		return nil, fmt.Errorf("line %d: upstreams must be a list of upstreams (- name: …, base_url: …)", n.Line)
+	}
+	out := make([]UpstreamConfig, 0, len(n.Content))
+	for i, item := range n.Content {
+		where := fmt.Sprintf("line %d: upstreams[%d]", item.Line, i)
+		if item.Kind != yaml.MappingNode {
+			return nil, fmt.Errorf("%s must be a mapping (name, base_url, api_key_env, tenants, allow_private)", where)
+		}
+		u := UpstreamConfig{Line: item.Line}
+		seen := map[string]bool{}
+		for j := 0; j+1 < len(item.Content); j += 2 {
+			k, v := item.Content[j], item.Content[j+1]
+			if !slices.Contains(upstreamKeys, k.Value) {
+				return nil, fmt.Errorf("line %d: upstreams[%d]: unknown key %q (known keys: %s)", k.Line, i, k.Value, strings.Join(upstreamKeys, ", "))
+			}
+			if seen[k.Value] {
+				return nil, fmt.Errorf("line %d: upstreams[%d]: key %q is set twice", k.Line, i, k.Value)
+			}
+			seen[k.Value] = true
+			if k.Value == "tenants" {
+				if v.Kind != yaml.SequenceNode {
+					return nil, fmt.Errorf("line %d: upstreams[%d]: tenants must be a list of tenant names (or [\"*\"])", v.Line, i)
+				}
+				u.Tenants = []string{}
+				for _, t := range v.Content {
+					if t.Kind != yaml.ScalarNode || t.Tag == "!!null" {
+						return nil, fmt.Errorf("line %d: upstreams[%d]: tenants entries must be tenant names", t.Line, i)
+					}
+					u.Tenants = append(u.Tenants, t.Value)
+				}
+				continue
+			}
+			if v.Kind != yaml.ScalarNode {
+				return nil, fmt.Errorf("line %d: upstreams[%d]: %s must be a single value", v.Line, i, k.Value)
+			}
+			val := v.Value
+			if v.Tag == "!!null" {
+				val = ""
+			}
+			switch k.Value {
+			case "name":
+				u.Name = val
+			case "base_url":
+				u.BaseURL = val
+			case "api_key_env":
+				u.APIKeyEnv = val
+			case "allow_private":
+				b, err := strconv.ParseBool(val)
+				if err != nil || (v.Tag != "!!bool" && v.Tag != "!!str") {
+					return nil, fmt.Errorf("line %d: upstreams[%d]: allow_private must be true or false, not %q", v.Line, i, val)
+				}
+				u.AllowPrivate = b
+			}
+		}
+		out = append(out, u)
 	}
 	return out, nil
 }

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/gyrehq/gyre/internal/auth"
 	"github.com/gyrehq/gyre/internal/blobstore"
 	"github.com/gyrehq/gyre/internal/clock"
+	"github.com/gyrehq/gyre/internal/gateway"
 	"github.com/gyrehq/gyre/internal/rollout"
 	"github.com/gyrehq/gyre/internal/store"
 	"github.com/gyrehq/gyre/internal/telemetry"
@@ -94,26 +96,52 @@ func (a *app) serve(ctx context.Context, c Config) error {
 			return fmt.Errorf("listen for metrics: %w", err)
 		}
 	}
-	rollouts, err := rollout.New(rollout.Config{PublicURL: c.publicURL(ln.Addr())},
-		rollout.Deps{Store: st, Clock: clock.Real{}, Logger: log})
-	if err != nil {
+	closeListeners := func() {
 		ln.Close()
 		if mln != nil {
 			mln.Close()
 		}
+	}
+	rollouts, err := rollout.New(rollout.Config{PublicURL: c.publicURL(ln.Addr())},
+		rollout.Deps{Store: st, Clock: clock.Real{}, Logger: log})
+	if err != nil {
+		closeListeners()
+		return err
+	}
+	metrics := telemetry.NewMetrics()
+	gw, err := gateway.New(gateway.Config{
+		Upstreams:     c.GatewayUpstreams(),
+		DefaultPolicy: c.DefaultPolicy,
+		MaxBodyBytes:  c.GatewayMaxBodyBytes,
+		FlushInterval: c.GatewayFlushInterval,
+		ReplicaID:     gatewayReplicaPrefix(),
+	}, gateway.Deps{Store: st, Blobs: blobs, Clock: clock.Real{}, Logger: log, Registerer: metrics.Registry})
+	if err != nil {
+		closeListeners()
 		return err
 	}
 	srv, err := api.New(api.Config{
 		PublicURL:    c.publicURL(ln.Addr()),
 		MaxBodyBytes: c.MaxBodyBytes,
-	}, api.Deps{Store: st, Logger: log, Clock: clock.Real{}, Metrics: telemetry.NewMetrics(), Blobs: blobs, Rollouts: rollouts})
+	}, api.Deps{Store: st, Logger: log, Clock: clock.Real{}, Metrics: metrics, Blobs: blobs, Rollouts: rollouts, Gateway: gw})
 	if err != nil {
-		ln.Close()
-		if mln != nil {
-			mln.Close()
-		}
+		closeListeners()
 		return err
 	}
+	// The gateway's recorder registers this replica and flushes records
+	// until the listeners have drained; then it writes what is left and
+	// retires the replica, so no rollout waits on it.
+	if err := gw.Start(ctx); err != nil {
+		closeListeners()
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if err := gw.Stop(sctx); err != nil {
+			log.Error("gateway stop", slog.Any("error", err))
+		}
+	}()
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -131,6 +159,8 @@ func (a *app) serve(ctx context.Context, c Config) error {
 		slog.String("public_url", c.publicURL(ln.Addr())),
 		slog.String("store", st.Engine()),
 		slog.String("data", c.Data),
+		slog.String("gateway_replica", gw.Recorder().ReplicaID()),
+		slog.Int("upstreams", len(c.Upstreams)),
 	}
 	if mln != nil {
 		n++
@@ -149,6 +179,22 @@ func (a *app) serve(ctx context.Context, c Config) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// gatewayReplicaPrefix names this host's gateway replicas in the
+// replicas table: "gw-" and the host name, made a valid name.
+func gatewayReplicaPrefix() string {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		return "gw"
+	}
+	b := []byte(h)
+	for i, c := range b {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.') {
+			b[i] = '-'
+		}
+	}
+	return "gw-" + string(b[:min(len(b), 64)])
 }
 
 // bootstrap creates the tenant "default" and its first admin key on an

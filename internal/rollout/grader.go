@@ -10,6 +10,7 @@ import (
 
 	"github.com/gyrehq/gyre"
 	"github.com/gyrehq/gyre/flywheel"
+	"github.com/gyrehq/gyre/internal/gateway"
 	"github.com/gyrehq/gyre/internal/grade"
 	"github.com/gyrehq/gyre/internal/store"
 )
@@ -74,19 +75,36 @@ func (g *Grader) run(ctx context.Context, owner string, every, lease time.Durati
 	}
 }
 
-// RunOnce claims and grades one round of due jobs and returns how many it
-// took.
+// RunOnce claims and runs one round of due grading and reconciliation
+// jobs and returns how many it took.
 func (g *Grader) RunOnce(ctx context.Context, owner string, lease time.Duration) (int, error) {
-	jobs, err := g.store.ClaimJobs(ctx, owner, []string{store.JobGrade}, 16, lease)
+	jobs, err := g.store.ClaimJobs(ctx, owner, []string{store.JobGrade, store.JobReconcile}, 16, lease)
 	if err != nil {
 		return 0, err
 	}
 	for _, j := range jobs {
-		if err := g.GradeRollout(ctx, j.SubjectID); err != nil {
-			g.log.LogAttrs(ctx, slog.LevelError, "grading rollout failed",
+		done := true
+		switch j.Kind {
+		case store.JobReconcile:
+			done, err = g.ReconcileRollout(ctx, j.SubjectID)
+		default:
+			err = g.GradeRollout(ctx, j.SubjectID)
+		}
+		if err != nil {
+			g.log.LogAttrs(ctx, slog.LevelError, "rollout job failed", slog.String("job", j.Kind),
 				slog.String("rollout_id", j.SubjectID), slog.Int("attempt", j.Attempts), slog.Any("error", err))
 			backoff := min(time.Duration(1<<min(j.Attempts, 10))*time.Second, 10*time.Minute)
 			if rerr := g.store.RetryJob(ctx, j, backoff, err.Error()); rerr != nil {
+				return len(jobs), rerr
+			}
+			continue
+		}
+		if !done {
+			// The gateway records are not all durable yet: look again
+			// soon. A replica that never flushes dies within its TTL,
+			// which decides the rollout, so this ends.
+			wait := min(time.Duration(j.Attempts)*reconcileWait, 5*time.Second)
+			if rerr := g.store.RetryJob(ctx, j, wait, "waiting for gateway records"); rerr != nil {
 				return len(jobs), rerr
 			}
 			continue
@@ -98,8 +116,15 @@ func (g *Grader) RunOnce(ctx context.Context, owner string, lease time.Duration)
 	return len(jobs), nil
 }
 
+// reconcileWait is the first wait before a rollout's reconciliation is
+// tried again: about one gateway flush interval.
+const reconcileWait = 200 * time.Millisecond
+
 // GradeRollout grades one accepted rollout with its task's frozen
-// verifier suite, reconciles its LLM calls and decides its training grade.
+// verifier suite and stores the verdicts at once, then reconciles its LLM
+// calls and decides its training grade when the gateway records allow;
+// otherwise a reconcile job finishes that (SPEC §6.3), so verdicts never
+// wait for records.
 func (g *Grader) GradeRollout(ctx context.Context, rolloutID string) error {
 	in, err := g.store.GradingInput(ctx, rolloutID)
 	if err != nil {
@@ -137,30 +162,126 @@ func (g *Grader) GradeRollout(ctx context.Context, rolloutID string) error {
 	if err != nil {
 		return err
 	}
-	rec, reason := Reconcile(out.LLMCallCount, in.Completions)
-	facts := grade.TrainingFacts{
-		State:                   string(gyre.StateGraded),
-		ToolCallsReported:       item.ToolCalls != nil,
-		ToolCallsOmittedCount:   out.OmittedCount(),
-		Reconciliation:          rec,
-		SubmittedBeforeDeadline: r.SubmittedAt != nil && r.Deadline != nil && !r.SubmittedAt.After(*r.Deadline),
-		LeaseLiveAtSubmit:       r.SubmittedAt != nil, // accepted outputs came under a live lease
-		Verdicts:                set.Verdicts,
-		Flags:                   set.Flags(),
-		CountedCompletions:      in.Completions,
-		BodiesCaptured:          in.Recorded >= in.Completions,
+	// Until reconciliation decides, the decision is pending (null).
+	_, reasons := grade.TrainingGrade(trainingFacts(r, out, set.Verdicts, set.Flags(), in.Completions, in.Recorded >= in.Completions))
+	if err := g.store.SaveGrade(ctx, store.GradeResult{
+		RolloutID: rolloutID, Verdicts: verdicts, GraderVersions: versions, Reasons: reasons,
+	}); err != nil {
+		return err
 	}
+	done, err := g.ReconcileRollout(ctx, rolloutID)
+	if err != nil {
+		g.log.LogAttrs(ctx, slog.LevelWarn, "reconciliation deferred", slog.String("rollout_id", rolloutID), slog.Any("error", err))
+	}
+	if err != nil || !done {
+		return g.store.EnqueueJob(ctx, store.JobReconcile, rolloutID)
+	}
+	return nil
+}
+
+// ReconcileRollout decides a graded rollout's reconciliation once every
+// gateway replica that served it has made its records durable or is known
+// dead (SPEC §6.3), then its training grade. It reports false, without an
+// error, while records may still arrive. A dead replica that had not
+// flushed makes the rollout unreconciled (gateway_records_lost): a crash
+// never leaves a rollout wrongly on_policy.
+func (g *Grader) ReconcileRollout(ctx context.Context, rolloutID string) (bool, error) {
+	seal, err := g.store.SealGateway(ctx, rolloutID)
+	if err != nil {
+		return false, err
+	}
+	if !seal.Ready {
+		return false, nil
+	}
+	in, err := g.store.GradingInput(ctx, rolloutID)
+	if err != nil {
+		return false, err
+	}
+	r := in.Rollout
+	var out flywheel.RolloutOutput
+	if err := json.Unmarshal(r.Output, &out); err != nil {
+		return false, fmt.Errorf("stored output: %w", err)
+	}
+	calls, err := g.store.GatewayCalls(ctx, r.TenantID, rolloutID)
+	if err != nil {
+		return false, err
+	}
+	counted, bodies := 0, true
+	for _, c := range calls {
+		if c.Counted {
+			counted++
+			bodies = bodies && c.RequestBlob != nil && c.ResponseBlob != nil
+		}
+	}
+	sets, err := g.store.VerdictSets(ctx, r.TenantID, "rollout", rolloutID)
+	if err != nil {
+		return false, err
+	}
+	if len(sets) == 0 {
+		return false, fmt.Errorf("rollout %s has no verdicts to reconcile with", rolloutID)
+	}
+	last := sets[len(sets)-1]
+	var (
+		verdicts []grade.Verdict
+		graders  []grade.GraderRef
+	)
+	if err := json.Unmarshal(last.Verdicts, &verdicts); err != nil {
+		return false, fmt.Errorf("stored verdicts: %w", err)
+	}
+	if err := json.Unmarshal(last.GraderVersions, &graders); err != nil {
+		return false, fmt.Errorf("stored grader versions: %w", err)
+	}
+	flags := grade.VerdictSet{Verdicts: verdicts, Graders: graders}.Flags()
+	var (
+		rec    string
+		reason *string
+	)
+	if seal.Lost {
+		rec, reason = grade.Unreconciled, ptr(ReasonRecordsLost)
+	} else {
+		rec, reason = Reconcile(out.LLMCallCount, counted)
+	}
+	facts := trainingFacts(r, out, verdicts, flags, counted, bodies)
+	facts.Reconciliation = rec
 	if reason != nil {
 		facts.ReconciliationReason = *reason
 	}
-	if r.ExclusionReason != nil {
-		facts.Exclusion = *r.ExclusionReason
-	}
 	ok, reasons := grade.TrainingGrade(facts)
-	return g.store.SaveGrade(ctx, store.GradeResult{
-		RolloutID: rolloutID, Verdicts: verdicts, GraderVersions: versions,
-		Reconciliation: &rec, ReconciliationReason: reason, TrainingGrade: ok, Reasons: reasons,
-	})
+	if err := g.store.FinishReconciliation(ctx, store.ReconcileResult{
+		RolloutID: rolloutID, Reconciliation: rec, ReconciliationReason: reason,
+		ServerFingerprint: gateway.ServerFingerprint(calls), TrainingGrade: ok, Reasons: reasons,
+	}); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// ReasonRecordsLost is the unreconciled reason when a gateway replica
+// that served the rollout died before its records were durable.
+const ReasonRecordsLost = "gateway_records_lost"
+
+func ptr[T any](v T) *T { return &v }
+
+// trainingFacts are the facts of SPEC §9 for a rollout, reconciliation
+// aside (the caller sets it, or leaves it pending).
+func trainingFacts(r store.Rollout, out flywheel.RolloutOutput, verdicts []grade.Verdict, flags []grade.Flags,
+	counted int, bodies bool) grade.TrainingFacts {
+	_, reported := out.ToolCalls.Get()
+	f := grade.TrainingFacts{
+		State:                   string(gyre.StateGraded),
+		ToolCallsReported:       reported,
+		ToolCallsOmittedCount:   out.OmittedCount(),
+		SubmittedBeforeDeadline: r.SubmittedAt != nil && r.Deadline != nil && !r.SubmittedAt.After(*r.Deadline),
+		LeaseLiveAtSubmit:       r.SubmittedAt != nil, // accepted outputs came under a live lease
+		Verdicts:                verdicts,
+		Flags:                   flags,
+		CountedCompletions:      counted,
+		BodiesCaptured:          bodies,
+	}
+	if r.ExclusionReason != nil {
+		f.Exclusion = *r.ExclusionReason
+	}
+	return f
 }
 
 // Reconcile compares the agent's llm_call_count with the gateway's counted

@@ -65,6 +65,8 @@ type Store interface {
 	TurnStore
 	CatalogStore
 	RolloutStore
+	GatewayStore
+	ExperimentStore
 
 	// CreateTenant creates a tenant; ErrConflict if the name exists.
 	CreateTenant(ctx context.Context, name string) (gyre.Tenant, error)

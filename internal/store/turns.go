@@ -10,7 +10,8 @@ import (
 // TurnStore keeps production turns (SPEC §4.1): evidence, never training rows.
 type TurnStore interface {
 	// InsertTurns stores one POST /turns batch of agentID's turns in the
-	// tenant, atomically, in one transaction committed before it returns.
+	// tenant, atomically (all of it or nothing), and durably: it returns
+	// only after the write is committed.
 	// Each turn is compared with the body already known for its identity
 	// (tenant, agent_id, turn_id) — stored, or earlier in the same batch —
 	// by the SHA-256 of its canonical JSON: an equal turn counts as a

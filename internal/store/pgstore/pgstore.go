@@ -79,6 +79,7 @@ func Dialect() sqlstore.Dialect {
 		LockRows:          ` FOR UPDATE OF r`,
 		SkipLocked:        ` FOR UPDATE OF r SKIP LOCKED`,
 		NowExpr:           `CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000 AS BIGINT)`,
+		OneStatementClaim: true,
 		IsUniqueViolation: hasCode(codeUniqueViolation),
 		IsRetryable:       hasCode(codeSerializationFailure, codeDeadlockDetected),
 	}

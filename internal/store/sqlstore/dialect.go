@@ -34,6 +34,9 @@ type Dialect struct {
 	// time in microseconds since the epoch; lease and deadline decisions
 	// use it when Config.DatabaseClock is set.
 	NowExpr string
+	// OneStatementClaim leases with pgClaimSQL, one round trip, when
+	// the database's clock decides leases (PostgreSQL).
+	OneStatementClaim bool
 	// GroupCommit runs concurrent write transactions as savepoints of one
 	// transaction with one commit (see groupWriter). For engines with a
 	// single writer connection, where every commit waits for the previous.

@@ -236,7 +236,8 @@ func (s *Store) GradingInput(ctx context.Context, rolloutID string) (store.Gradi
 }
 
 // SaveGrade stores a verdict set and the training-grade decision, and
-// moves a submitted rollout to graded.
+// moves a submitted rollout to graded. A result without a reconciliation
+// leaves training_grade null: the decision waits for the gateway records.
 func (s *Store) SaveGrade(ctx context.Context, g store.GradeResult) error {
 	reasons, err := json.Marshal(nonNil(g.Reasons))
 	if err != nil {
@@ -257,10 +258,16 @@ func (s *Store) SaveGrade(ctx context.Context, g store.GradeResult) error {
 			id, tenantID, g.RolloutID, string(g.Verdicts), string(g.GraderVersions), now); err != nil {
 			return fmt.Errorf("insert verdicts: %w", err)
 		}
+		// Without a reconciliation the training-grade decision is not
+		// made yet: it stays null until FinishReconciliation (SPEC §6.3).
+		var grade any = g.TrainingGrade
+		if g.Reconciliation == nil {
+			grade = nil
+		}
 		_, err = tx.ExecContext(ctx, `UPDATE rollouts SET graded_us = $2, reconciliation = $3, reconciliation_reason = $4,
 			training_grade = $5, not_training_grade = $6,
 			state = CASE WHEN state = 'submitted' THEN 'graded' ELSE state END WHERE id = $1`,
-			g.RolloutID, now, g.Reconciliation, g.ReconciliationReason, g.TrainingGrade, string(reasons))
+			g.RolloutID, now, g.Reconciliation, g.ReconciliationReason, grade, string(reasons))
 		return err
 	})
 	if err != nil {

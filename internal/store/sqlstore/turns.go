@@ -18,48 +18,44 @@ const turnColumns = `tenant_id, agent_id, turn_id, conversation_id, task_id, bod
 
 // insertTurnsSQL is the statement inserting n turns in one go, which
 // returns the ids of the rows it inserted; rows whose identity exists are
-// skipped (and compared by the caller). The statements are built once per
-// size and engine, so batches of one size reuse one text (PostgreSQL's
-// driver keeps it prepared per connection).
+// skipped (and compared by the caller). The texts are built once per size
+// and engine, so batches of one size reuse one prepared statement (pgx and
+// the SQLite statement cache keep it per connection).
 //
 // It is the one statement in this package not written with $N
 // placeholders on SQLite: modernc.org/sqlite resolves each $N by a linear
-// search of the statement's parameter names, when preparing and again when
-// binding, which makes a 64-row INSERT quadratic in its ~400 parameters
-// and costs more than the rest of the insert. Anonymous "?" placeholders
-// bind by position; each row then repeats the tenant, agent and receipt
-// time instead of sharing $1–$3.
+// search of the statement's parameter names, when preparing and again on
+// every bind, which makes binding a 64-row INSERT quadratic in its ~400
+// parameters. Anonymous "?" placeholders bind by position; each row then
+// repeats the tenant, agent and receipt time instead of sharing $1–$3.
 func insertTurnsSQL(engine string, n int) string {
 	if engine == "sqlite" {
-		return insertTurnsSQLite[n]
+		return insertTurnsQuestion[n]
 	}
 	return insertTurnsDollar[n]
 }
 
 // insertTurnsArgs returns the arguments of insertTurnsSQL(engine, len(turns)).
 func insertTurnsArgs(engine, tenantID, agentID string, now int64, turns []store.NewTurn) []any {
-	perRow, shared := 6, 3
-	if engine == "sqlite" {
-		perRow, shared = 9, 0
-	}
-	args := make([]any, 0, shared+len(turns)*perRow)
-	if engine != "sqlite" {
-		args = append(args, tenantID, agentID, now)
-	}
-	for _, t := range turns {
-		if engine == "sqlite" {
-			args = append(args, tenantID, agentID)
+	positional := engine == "sqlite"
+	if positional {
+		args := make([]any, 0, len(turns)*9)
+		for _, t := range turns {
+			args = append(args, tenantID, agentID, t.TurnID, nullable(t.ConversationID), nullable(t.TaskID),
+				string(t.Body), t.SHA256, nullable(t.OccurredAt), now)
 		}
+		return args
+	}
+	args := make([]any, 0, 3+len(turns)*6)
+	args = append(args, tenantID, agentID, now)
+	for _, t := range turns {
 		args = append(args, t.TurnID, nullable(t.ConversationID), nullable(t.TaskID),
 			string(t.Body), t.SHA256, nullable(t.OccurredAt))
-		if engine == "sqlite" {
-			args = append(args, now)
-		}
 	}
 	return args
 }
 
-var insertTurnsDollar, insertTurnsSQLite = buildInsertTurnsSQL()
+var insertTurnsDollar, insertTurnsQuestion = buildInsertTurnsSQL()
 
 func buildInsertTurnsSQL() (dollar, question []string) {
 	const head = `INSERT INTO turns (tenant_id, agent_id, turn_id, conversation_id, task_id, body, body_sha256, occurred_at, received_us) VALUES `
@@ -87,11 +83,12 @@ func buildInsertTurnsSQL() (dollar, question []string) {
 }
 
 // InsertTurns stores one batch of agentID's turns atomically; see
-// store.TurnStore. It costs one transaction and, when no turn was seen
-// before, three statements: the agent's first-seen row, one multi-row
-// INSERT … ON CONFLICT DO NOTHING RETURNING, and nothing else; only turns
-// whose identity already exists cost a further SELECT of their stored
-// hashes.
+// store.TurnStore. It is one write (Store.write: a transaction, or on
+// SQLite a savepoint of a group commit) of two statements when no turn was
+// seen before: the agent's first-seen row and one multi-row INSERT … ON
+// CONFLICT DO NOTHING RETURNING. Only turns whose identity already exists
+// cost a further SELECT of their stored hashes. A conflict returns an
+// error from the write, which rolls back everything the batch inserted.
 func (s *Store) InsertTurns(ctx context.Context, tenantID, agentID string, turns []store.NewTurn) (store.TurnsResult, error) {
 	if err := checkNewTurns(agentID, turns); err != nil {
 		return store.TurnsResult{}, fmt.Errorf("insert turns: %w", err)
@@ -117,7 +114,6 @@ func (s *Store) InsertTurns(ctx context.Context, tenantID, agentID string, turns
 			}
 		}
 		if conflict >= 0 {
-			// Returning an error rolls back what was inserted.
 			return &store.TurnConflictError{Index: conflict, TurnID: turns[conflict].TurnID}
 		}
 		res = store.TurnsResult{Accepted: len(inserted), Duplicates: len(turns) - len(inserted)}

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/gyrehq/gyre/flywheel"
+)
+
+func TestAgent_RefundsADeliveredOrder(t *testing.T) {
+	t.Parallel()
+	model := newScriptedModel(t)
+	rec := flywheel.NewRecorder()
+	a := newAgent("gpt-test", rec, option.WithBaseURL(model.srv.URL+"/v1"), option.WithAPIKey("test-key"))
+	answer, err := a.run(context.Background(), "Please refund order C3, it arrived broken.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(answer, "rf_C3_0001") {
+		t.Errorf("answer = %q", answer)
+	}
+	rep := rec.Report(answer)
+	calls, _ := rep.ToolCalls.Get()
+	if len(calls) != 2 || calls[0].Name != "lookup_order" || calls[1].Name != "issue_refund" {
+		t.Fatalf("tool calls = %+v", calls)
+	}
+	for _, c := range calls {
+		if c.Outcome != flywheel.OutcomeOK || c.StatusCode != nil || !c.ToolCallID.IsSet() {
+			t.Errorf("call %s: outcome %s status %v id %v", c.Name, c.Outcome, c.StatusCode, c.ToolCallID)
+		}
+	}
+	if calls[1].EntityIDs[flywheel.EntityKeyID] != "rf_C3_0001" {
+		t.Errorf("entity_ids = %v", calls[1].EntityIDs)
+	}
+	if n, _ := rep.LLMCallCount.Get(); n != 3 {
+		t.Errorf("llm_call_count = %d, want 3", n)
+	}
+	if _, err := rep.Marshal(); err != nil {
+		t.Errorf("report breaks the contract: %v", err)
+	}
+}
+
+func TestAgent_AToolFailureIsObservedAsFailed(t *testing.T) {
+	t.Parallel()
+	model := newScriptedModel(t)
+	rec := flywheel.NewRecorder()
+	a := newAgent("gpt-test", rec, option.WithBaseURL(model.srv.URL+"/v1"), option.WithAPIKey("test-key"))
+	// A1 has shipped: the cancel fails, and the agent says so.
+	if _, err := a.run(context.Background(), "Cancel order A1 please"); err != nil {
+		t.Fatal(err)
+	}
+	calls := rec.ToolCalls()
+	if len(calls) != 2 || calls[1].Name != "cancel_order" || calls[1].Outcome != flywheel.OutcomeFailed {
+		t.Fatalf("calls = %+v", calls)
+	}
+	if e, _ := calls[1].Error.Get(); !strings.Contains(e, "shipped") {
+		t.Errorf("error = %q", e)
+	}
+	var out map[string]any
+	_ = json.Unmarshal(calls[1].Output, &out)
+	if out["error"] == nil {
+		t.Errorf("output = %s", calls[1].Output)
+	}
+	ord, _ := a.orders.Lookup("A1")
+	if ord.Status != "shipped" {
+		t.Errorf("A1 is %s", ord.Status)
+	}
+}

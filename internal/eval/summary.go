@@ -1,0 +1,404 @@
+package eval
+
+import (
+	"encoding/json"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/gyrehq/gyre/internal/grade"
+	"github.com/gyrehq/gyre/internal/store"
+)
+
+// Exit codes of `gyre eval run` (SPEC §7.2, promptfoo's convention).
+const (
+	ExitOK     = 0
+	ExitError  = 1
+	ExitFailed = 100
+)
+
+// MixedModel is the experiment model when its runs report several.
+const MixedModel = "mixed"
+
+// Summary is an experiment's result: exactly the --json form of SPEC
+// §7.2. Runs = Passed + Failed + Unscored + Errors; TimedOut is a part of
+// Failed.
+type Summary struct {
+	ExperimentID string   `json:"experiment_id"`
+	Suite        string   `json:"suite"`
+	SuiteVersion string   `json:"suite_version"`
+	Harness      string   `json:"harness"`
+	Model        *string  `json:"model"`
+	Cases        int      `json:"cases"`
+	Runs         int      `json:"runs"`
+	Passed       int      `json:"passed"`
+	Failed       int      `json:"failed"`
+	Errors       int      `json:"errors"`
+	TimedOut     int      `json:"timed_out"`
+	Unscored     int      `json:"unscored"`
+	PassRate     *float64 `json:"pass_rate"`
+	ExitCode     int      `json:"exit_code"`
+}
+
+// CaseResult reduces the runs of one case (SPEC §8 reducers).
+type CaseResult struct {
+	CaseID string `json:"case_id"`
+	// Result is passed when the case's run pass rate reaches the case
+	// threshold, failed when it does not, unscored when no run was scored.
+	Result string `json:"result"`
+	grade.Reduction
+	// TimedOut counts timed-out runs (a part of Failed).
+	TimedOut int `json:"timed_out"`
+	// LatencyMS, Tokens and CostUSD are means over the runs that report
+	// them; nil when none does.
+	LatencyMS *float64 `json:"latency_ms"`
+	Tokens    *float64 `json:"tokens"`
+	CostUSD   *float64 `json:"cost_usd"`
+}
+
+// Report is what an experiment stores as its summary: the Summary's
+// members, then per-case reductions and the experiment-wide pass rate
+// interval.
+type Report struct {
+	Summary
+	PassRateInterval *grade.Interval `json:"pass_rate_interval"`
+	CaseThreshold    float64         `json:"case_threshold"`
+	CasesPassed      int             `json:"cases_passed"`
+	CasesFailed      int             `json:"cases_failed"`
+	CaseResults      []CaseResult    `json:"case_results"`
+	Seed             uint64          `json:"seed"`
+	Warnings         []string        `json:"warnings"`
+	// ExitReason says why the exit code is what it is.
+	ExitReason string `json:"exit_reason"`
+}
+
+// Criteria decide the exit code (SPEC §7.2).
+type Criteria struct {
+	// FailUnder, when set, fails (100) an experiment whose pass rate is
+	// below it; otherwise any failed case fails it.
+	FailUnder *float64
+	// CaseThreshold is the run pass rate a case needs to pass.
+	CaseThreshold float64
+	// MaxErrorRate and MaxUnscoredRate bound errors/runs and
+	// unscored/runs; over either is exit 1.
+	MaxErrorRate    float64
+	MaxUnscoredRate float64
+}
+
+// DefaultCriteria are the defaults of SPEC §7.2.
+func DefaultCriteria() Criteria {
+	return Criteria{CaseThreshold: 1, MaxErrorRate: 0, MaxUnscoredRate: 0.2}
+}
+
+// RunUsage is a run record's usage JSON.
+type RunUsage struct {
+	PromptTokens     *int64   `json:"prompt_tokens"`
+	CompletionTokens *int64   `json:"completion_tokens"`
+	CostUSD          *float64 `json:"cost_usd"`
+}
+
+// Tokens is prompt plus completion tokens, nil when neither is known.
+func (u RunUsage) Tokens() *float64 {
+	if u.PromptTokens == nil && u.CompletionTokens == nil {
+		return nil
+	}
+	var t int64
+	if u.PromptTokens != nil {
+		t += *u.PromptTokens
+	}
+	if u.CompletionTokens != nil {
+		t += *u.CompletionTokens
+	}
+	f := float64(t)
+	return &f
+}
+
+func runUsage(r store.RunRecord) RunUsage {
+	var u RunUsage
+	if len(r.Usage) > 0 {
+		_ = json.Unmarshal(r.Usage, &u)
+	}
+	return u
+}
+
+// Summarize computes an experiment's report from its run records. cases
+// is the number of cases in the suite (0: count the cases seen in runs).
+// Runs without a classification (in flight, interrupted) count nowhere.
+func Summarize(e store.Experiment, runs []store.RunRecord, cases int, c Criteria, seed uint64) Report {
+	rep := Report{Summary: Summary{ExperimentID: e.ID, Suite: e.Suite, SuiteVersion: e.SuiteVersion, Harness: e.Harness},
+		CaseThreshold: c.CaseThreshold, Seed: seed, Warnings: []string{}, CaseResults: []CaseResult{}}
+	byCase := map[string][]store.RunRecord{}
+	var order []string
+	models := map[string]bool{}
+	for _, r := range runs {
+		if _, ok := byCase[r.CaseID]; !ok {
+			order = append(order, r.CaseID)
+		}
+		byCase[r.CaseID] = append(byCase[r.CaseID], r)
+		if r.Classification == "" {
+			continue
+		}
+		if r.Model != "" {
+			models[r.Model] = true
+		}
+		rep.Runs++
+		switch grade.Classification(r.Classification) {
+		case grade.Passed:
+			rep.Passed++
+		case grade.Failed:
+			rep.Failed++
+			if r.TimedOut {
+				rep.TimedOut++
+			}
+		case grade.Unscored:
+			rep.Unscored++
+		default:
+			rep.Errors++
+		}
+	}
+	slices.Sort(order)
+	rep.Cases = cases
+	if rep.Cases == 0 {
+		rep.Cases = len(order)
+	}
+	switch len(models) {
+	case 0:
+	case 1:
+		for m := range models {
+			rep.Model = &m
+		}
+	default:
+		m := MixedModel
+		rep.Model = &m
+		names := make([]string, 0, len(models))
+		for n := range models {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		rep.Warnings = append(rep.Warnings, fmt.Sprintf("runs reported several models (%s): the experiment's model is %q", strings.Join(names, ", "), MixedModel))
+	}
+	if n := rep.Passed + rep.Failed; n > 0 {
+		pr := float64(rep.Passed) / float64(n)
+		rep.PassRate = &pr
+		lo, hi := grade.Wilson(rep.Passed, n)
+		rep.PassRateInterval = &grade.Interval{Low: lo, High: hi}
+	}
+	for _, id := range order {
+		cr := reduceCase(id, byCase[id], c.CaseThreshold, seed)
+		switch cr.Result {
+		case "passed":
+			rep.CasesPassed++
+		case "failed":
+			rep.CasesFailed++
+		}
+		rep.CaseResults = append(rep.CaseResults, cr)
+	}
+	rep.ExitCode, rep.ExitReason = ExitCode(rep.Summary, rep.CasesFailed, c)
+	return rep
+}
+
+// reduceCase reduces the classified runs of one case.
+func reduceCase(id string, runs []store.RunRecord, threshold float64, seed uint64) CaseResult {
+	cr := CaseResult{CaseID: id}
+	var samples []grade.Sample
+	var lat, tok, cost []float64
+	for _, r := range runs {
+		if r.Classification == "" {
+			continue
+		}
+		samples = append(samples, grade.Sample{Class: grade.Classification(r.Classification), Score: r.Score})
+		if r.TimedOut {
+			cr.TimedOut++
+		}
+		if r.LatencyMS != nil {
+			lat = append(lat, *r.LatencyMS)
+		}
+		u := runUsage(r)
+		if t := u.Tokens(); t != nil {
+			tok = append(tok, *t)
+		}
+		if u.CostUSD != nil {
+			cost = append(cost, *u.CostUSD)
+		}
+	}
+	scored := 0
+	for _, s := range samples {
+		if s.Class == grade.Passed || s.Class == grade.Failed {
+			scored++
+		}
+	}
+	ks := []int{1}
+	if scored > 1 {
+		ks = append(ks, scored)
+	}
+	cr.Reduction = grade.Reduce(samples, grade.ReduceOptions{Ks: ks, Seed: seed})
+	switch {
+	case cr.PassRate == nil:
+		cr.Result = "unscored"
+	case cr.PassRate.Value >= threshold:
+		cr.Result = "passed"
+	default:
+		cr.Result = "failed"
+	}
+	cr.LatencyMS, cr.Tokens, cr.CostUSD = meanPtr(lat), meanPtr(tok), meanPtr(cost)
+	return cr
+}
+
+func meanPtr(v []float64) *float64 {
+	if len(v) == 0 {
+		return nil
+	}
+	s := 0.0
+	for _, x := range v {
+		s += x
+	}
+	m := s / float64(len(v))
+	return &m
+}
+
+// ExitCode decides the exit code of SPEC §7.2, in its order: 1 when
+// nothing was scored, when errors/runs exceeds the maximum error rate or
+// unscored/runs the maximum unscored rate; else 100 when the pass rate is
+// below FailUnder, or, without FailUnder, when any case failed; else 0.
+func ExitCode(s Summary, casesFailed int, c Criteria) (int, string) {
+	if s.Passed+s.Failed == 0 {
+		return ExitError, "nothing was scored"
+	}
+	if r := float64(s.Errors) / float64(s.Runs); r > c.MaxErrorRate {
+		return ExitError, fmt.Sprintf("error rate %s is above --max-error-rate %s", fmtRate(r), fmtRate(c.MaxErrorRate))
+	}
+	if r := float64(s.Unscored) / float64(s.Runs); r > c.MaxUnscoredRate {
+		return ExitError, fmt.Sprintf("unscored rate %s is above --max-unscored-rate %s", fmtRate(r), fmtRate(c.MaxUnscoredRate))
+	}
+	if c.FailUnder != nil {
+		if *s.PassRate < *c.FailUnder {
+			return ExitFailed, fmt.Sprintf("pass rate %s is below --fail-under %s", fmtRate(*s.PassRate), fmtRate(*c.FailUnder))
+		}
+		return ExitOK, fmt.Sprintf("pass rate %s reaches --fail-under %s", fmtRate(*s.PassRate), fmtRate(*c.FailUnder))
+	}
+	if casesFailed > 0 {
+		return ExitFailed, fmt.Sprintf("%d case(s) failed", casesFailed)
+	}
+	return ExitOK, "every scored case passed"
+}
+
+func fmtRate(r float64) string {
+	if math.IsNaN(r) {
+		return "n/a"
+	}
+	return strconv.FormatFloat(r, 'f', -1, 64)
+}
+
+// junit is the JUnit XML form: one testcase per (case, repetition).
+type junitSuites struct {
+	XMLName xml.Name     `xml:"testsuites"`
+	Suites  []junitSuite `xml:"testsuite"`
+}
+
+type junitSuite struct {
+	Name     string      `xml:"name,attr"`
+	Tests    int         `xml:"tests,attr"`
+	Failures int         `xml:"failures,attr"`
+	Errors   int         `xml:"errors,attr"`
+	Skipped  int         `xml:"skipped,attr"`
+	Time     string      `xml:"time,attr"`
+	Props    []junitProp `xml:"properties>property,omitempty"`
+	Cases    []junitCase `xml:"testcase"`
+}
+
+type junitProp struct {
+	Name  string `xml:"name,attr"`
+	Value string `xml:"value,attr"`
+}
+
+type junitCase struct {
+	Name      string        `xml:"name,attr"`
+	ClassName string        `xml:"classname,attr"`
+	Time      string        `xml:"time,attr"`
+	Failure   *junitMessage `xml:"failure,omitempty"`
+	Error     *junitMessage `xml:"error,omitempty"`
+	Skipped   *junitMessage `xml:"skipped,omitempty"`
+	SystemOut string        `xml:"system-out,omitempty"`
+}
+
+type junitMessage struct {
+	Message string `xml:"message,attr"`
+	Type    string `xml:"type,attr,omitempty"`
+	Body    string `xml:",chardata"`
+}
+
+// WriteJUnit writes the runs as JUnit XML, one testcase per (case,
+// repetition): a failure for failed runs (with the failing verdicts), an
+// error for errored runs, skipped for unscored runs.
+func WriteJUnit(w io.Writer, s Summary, runs []store.RunRecord) error {
+	js := junitSuite{Name: s.Suite, Props: []junitProp{
+		{"experiment_id", s.ExperimentID}, {"suite_version", s.SuiteVersion}, {"harness", s.Harness},
+	}}
+	if s.Model != nil {
+		js.Props = append(js.Props, junitProp{"model", *s.Model})
+	}
+	total := 0.0
+	for _, r := range runs {
+		if r.Classification == "" {
+			continue
+		}
+		secs := 0.0
+		if r.LatencyMS != nil {
+			secs = *r.LatencyMS / 1000
+		}
+		total += secs
+		tc := junitCase{Name: fmt.Sprintf("%s#%d", r.CaseID, r.Repetition), ClassName: s.Suite + "." + r.CaseID,
+			Time: strconv.FormatFloat(secs, 'f', 3, 64)}
+		if r.RunID != "" {
+			tc.SystemOut = "run_id: " + r.RunID
+		}
+		js.Tests++
+		switch grade.Classification(r.Classification) {
+		case grade.Failed:
+			js.Failures++
+			msg := "failed"
+			if r.TimedOut {
+				msg = "timed out"
+			}
+			tc.Failure = &junitMessage{Message: msg, Type: "failed", Body: failingVerdicts(r)}
+		case grade.Unscored:
+			js.Skipped++
+			tc.Skipped = &junitMessage{Message: "unscored: every grader abstained"}
+		case grade.Passed:
+		default:
+			js.Errors++
+			tc.Error = &junitMessage{Message: r.Error, Type: "error"}
+		}
+		js.Cases = append(js.Cases, tc)
+	}
+	js.Time = strconv.FormatFloat(total, 'f', 3, 64)
+	if _, err := io.WriteString(w, xml.Header); err != nil {
+		return err
+	}
+	enc := xml.NewEncoder(w)
+	enc.Indent("", "  ")
+	if err := enc.Encode(junitSuites{Suites: []junitSuite{js}}); err != nil {
+		return err
+	}
+	_, err := io.WriteString(w, "\n")
+	return err
+}
+
+// failingVerdicts lists a run's failing verdicts, one per line.
+func failingVerdicts(r store.RunRecord) string {
+	var vs []grade.Verdict
+	if len(r.Verdicts) > 0 {
+		_ = json.Unmarshal(r.Verdicts, &vs)
+	}
+	var b strings.Builder
+	for _, v := range vs {
+		if v.Pass != nil && !*v.Pass {
+			fmt.Fprintf(&b, "%s: %s\n", v.Grader, v.Reason)
+		}
+	}
+	return b.String()
+}

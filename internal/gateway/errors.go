@@ -1,0 +1,111 @@
+package gateway
+
+import (
+	"encoding/json"
+	"net/http"
+)
+
+// Error codes the gateway answers with, in the OpenAI error shape
+// {"error":{"message","type","code"}} because its clients are OpenAI
+// clients (SPEC §2, §6.1).
+const (
+	CodeInvalidAPIKey       = "invalid_api_key"
+	CodeCredentialExpired   = "credential_expired"
+	CodeUnsupportedEndpoint = "unsupported_endpoint"
+	CodeNoPolicy            = "no_policy"
+	CodeBudgetExhausted     = "rollout_budget_exhausted"
+	CodeInvalidRequest      = "invalid_request"
+	CodeBodyTooLarge        = "body_too_large"
+	CodeUpstreamUnavailable = "upstream_unavailable"
+	CodeUpstreamError       = "upstream_error"
+	CodeForbidden           = "forbidden"
+	CodeOverloaded          = "gateway_overloaded"
+	CodeInternal            = "internal"
+)
+
+// apiError is one OpenAI-shaped error answer.
+type apiError struct {
+	Status  int
+	Code    string
+	Message string
+	// Param names the request field at fault, when one is.
+	Param string
+}
+
+func (e *apiError) Error() string { return e.Code + ": " + e.Message }
+
+func errorType(status int) string {
+	switch {
+	case status == http.StatusUnauthorized:
+		return "authentication_error"
+	case status == http.StatusForbidden:
+		return "permission_error"
+	case status == http.StatusTooManyRequests:
+		return "rate_limit_error"
+	case status >= 500:
+		return "server_error"
+	}
+	return "invalid_request_error"
+}
+
+type errorEnvelope struct {
+	Error errorJSON `json:"error"`
+}
+
+type errorJSON struct {
+	Message string  `json:"message"`
+	Type    string  `json:"type"`
+	Param   *string `json:"param"`
+	Code    string  `json:"code"`
+}
+
+func (e *apiError) body() []byte {
+	ej := errorJSON{Message: e.Message, Type: errorType(e.Status), Code: e.Code}
+	if e.Param != "" {
+		ej.Param = &e.Param
+	}
+	b, _ := json.Marshal(errorEnvelope{Error: ej}) // plain strings always marshal
+	return b
+}
+
+// WriteError answers an OpenAI-shaped error. Errors the gateway makes up
+// itself tell OpenAI SDKs not to retry (x-should-retry: false): a retry
+// cannot change the answer, and each retry would be another record. It is
+// exported for the API server, which authenticates the policy endpoint.
+func WriteError(w http.ResponseWriter, status int, code, message string) {
+	writeAPIError(w, &apiError{Status: status, Code: code, Message: message})
+}
+
+func writeAPIError(w http.ResponseWriter, e *apiError) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Should-Retry", "false")
+	if e.Status == http.StatusUnauthorized {
+		h.Set("WWW-Authenticate", `Bearer realm="gyre-gateway"`)
+	}
+	w.WriteHeader(e.Status)
+	_, _ = w.Write(append(e.body(), '\n'))
+}
+
+var (
+	errInvalidKey = &apiError{Status: http.StatusUnauthorized, Code: CodeInvalidAPIKey,
+		Message: "Incorrect API key provided: use the api_key of the rollout this llm_url belongs to."}
+	errExpired = &apiError{Status: http.StatusUnauthorized, Code: CodeCredentialExpired,
+		Message: "This rollout's credential has expired: the rollout is no longer leased (submitted, released, cancelled, abandoned or past its deadline)."}
+	errNoPolicy = &apiError{Status: http.StatusServiceUnavailable, Code: CodeNoPolicy,
+		Message: "No policy applies: the batch names none, the agent has no promoted policy and the tenant has no default policy."}
+	errUnsupported = &apiError{Status: http.StatusNotFound, Code: CodeUnsupportedEndpoint,
+		Message: "The gateway serves only POST /v1/chat/completions and GET /v1/models."}
+	errOverloaded = &apiError{Status: http.StatusServiceUnavailable, Code: CodeOverloaded,
+		Message: "The gateway cannot record more calls right now; try again shortly."}
+)
+
+func errBudget(what string) *apiError {
+	return &apiError{Status: http.StatusTooManyRequests, Code: CodeBudgetExhausted,
+		Message: "This rollout's budget is exhausted: " + what + "."}
+}
+
+func errInvalid(param, message string) *apiError {
+	return &apiError{Status: http.StatusBadRequest, Code: CodeInvalidRequest, Message: message, Param: param}
+}

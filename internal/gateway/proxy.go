@@ -1,0 +1,465 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/gyrehq/gyre/internal/store"
+)
+
+// call is one gateway request on its way through.
+type call struct {
+	g      *Gateway
+	w      http.ResponseWriter
+	r      *http.Request
+	route  string
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	fl     *flight
+	start  time.Time // monotonic, for metrics
+	rec    store.GatewayRecord
+	req    *chatRequest
+	fwd    *forwarded
+	pol    *Policy
+	up     *upstream
+	// response is the answer to store: the body, or the reassembled stream.
+	response []byte
+	// upstream timings (monotonic): sent, answer headers, body done.
+	sent, headers, ended time.Time
+	finished             bool
+}
+
+func (g *Gateway) newCall(w http.ResponseWriter, r *http.Request, route string) *call {
+	ctx, cancel := context.WithCancelCause(r.Context())
+	c := &call{g: g, w: w, r: r, route: route, ctx: ctx, cancel: cancel, start: time.Now()}
+	c.fl = g.rec.begin(cancel)
+	id, err := uuid.NewV7()
+	if err != nil {
+		id = uuid.New()
+	}
+	c.rec.ID, c.rec.ReplicaID, c.rec.ReceivedAt = id.String(), g.rec.replicaID, g.clock.Now()
+	return c
+}
+
+// refuse answers an error without recording the request: an
+// authentication failure (counted in metrics only, SPEC §6.1) or a
+// failure to record at all.
+func (c *call) refuse(e *apiError) {
+	if !c.finished {
+		c.finished = true
+		c.g.rec.finish(c.fl, nil)
+	}
+	if e.Status == http.StatusUnauthorized {
+		c.g.m.authRejected.WithLabelValues(e.Code).Inc()
+	}
+	c.g.answerError(c.w, c.route, e)
+}
+
+// reject answers an error and records the request, not counted.
+func (c *call) reject(e *apiError, reason string) {
+	writeAPIError(c.w, e)
+	c.finish(e.Status, false, reason)
+}
+
+// prepare reads and parses the body; false when it answered already.
+func (c *call) prepare() bool {
+	if c.g.rec.full() {
+		c.refuse(errOverloaded)
+		return false
+	}
+	body, e := readBody(c.r, c.g.cfg.MaxBodyBytes)
+	if e != nil {
+		reason := ReasonInvalidRequest
+		if e.Code == CodeBodyTooLarge {
+			reason = ReasonBodyTooLarge
+		}
+		c.reject(e, reason)
+		return false
+	}
+	req, e := parseChatRequest(body)
+	if e != nil {
+		c.reject(e, ReasonInvalidRequest)
+		return false
+	}
+	c.req = req
+	c.rec.RequestedModel, c.rec.Stream, c.rec.ConsumedIDs = req.model, req.stream, req.consumed
+	return true
+}
+
+// choosePolicy resolves the policy and builds the upstream request.
+func (c *call) choosePolicy(names ...*string) bool {
+	pol, up, e := c.g.policyFor(c.ctx, c.rec.TenantID, names...)
+	if e != nil {
+		c.reject(e, ReasonNoPolicy)
+		return false
+	}
+	c.pol, c.up = pol, up
+	c.fwd = c.req.forward(*pol)
+	c.rec.Policy, c.rec.Upstream, c.rec.Model = &pol.Name, &pol.Upstream, &pol.Model
+	return true
+}
+
+// finish records the call and its metrics once.
+func (c *call) finish(status int, counted bool, reason string) {
+	if c.finished {
+		return
+	}
+	c.finished = true
+	c.rec.Status, c.rec.Counted = status, counted
+	if reason != "" {
+		c.rec.Reason = &reason
+	}
+	done := c.g.clock.Now()
+	c.rec.DoneAt = &done
+	p := &pendingRecord{rec: c.rec, response: c.response}
+	if c.req != nil && c.fwd != nil {
+		var tok *string
+		if c.pol != nil {
+			tok = c.pol.Tokenizer
+		}
+		p.body = &bodyParts{fwd: c.fwd, messages: c.req.messages, tokenizer: tok}
+	}
+	c.g.rec.finish(c.fl, p)
+	c.g.m.answered(c.route, status)
+	total := time.Since(c.start)
+	added := total
+	var toHeaders time.Duration
+	if !c.sent.IsZero() {
+		end := c.ended
+		if end.IsZero() {
+			end = time.Now()
+		}
+		added -= end.Sub(c.sent)
+		if !c.headers.IsZero() {
+			toHeaders = c.headers.Sub(c.sent)
+		}
+	}
+	upName := ""
+	if c.up != nil && !c.sent.IsZero() {
+		upName = c.up.Name
+	}
+	c.g.m.latency(c.route, upName, c.rec.Stream, toHeaders, max(added, 0))
+}
+
+// gone reports why the call's context ended: revoked, client gone, or
+// "" while it is live.
+func (c *call) gone() string {
+	if c.ctx.Err() == nil {
+		return ""
+	}
+	if errors.Is(context.Cause(c.ctx), errRevoked) {
+		return ReasonRevoked
+	}
+	return ReasonClientDisconnected
+}
+
+// proxy sends the request upstream and answers with what comes back.
+func (c *call) proxy() {
+	c.sent = time.Now()
+	resp, err := c.up.post(c.ctx, c.fwd.body, c.req.stream)
+	if err != nil {
+		c.ended = time.Now()
+		switch reason := c.gone(); reason {
+		case ReasonRevoked:
+			c.reject(errExpired, ReasonRevoked)
+		case ReasonClientDisconnected:
+			c.finish(499, false, ReasonClientDisconnected)
+		default:
+			c.g.log.LogAttrs(c.ctx, slog.LevelWarn, "upstream request failed", slog.String("upstream", c.up.Name), slog.Any("error", err))
+			c.reject(&apiError{Status: http.StatusBadGateway, Code: CodeUpstreamUnavailable, Message: upstreamErrorText(c.up.Name, err) + "."},
+				ReasonUpstreamUnreachable)
+		}
+		return
+	}
+	defer resp.Body.Close()
+	c.headers = time.Now()
+	first := c.g.clock.Now()
+	c.rec.FirstByteAt = &first
+	switch {
+	case resp.StatusCode/100 == 3:
+		c.ended = time.Now()
+		c.reject(&apiError{Status: http.StatusBadGateway, Code: CodeUpstreamError,
+			Message: "The upstream answered with a redirect, which the gateway never follows."}, ReasonUpstreamRedirect)
+	case resp.StatusCode/100 != 2:
+		c.passError(resp)
+	case c.req.stream && isEventStream(resp.Header.Get("Content-Type")):
+		c.stream(resp)
+	default:
+		c.whole(resp)
+	}
+}
+
+func isEventStream(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && mt == "text/event-stream"
+}
+
+// passedHeaders are upstream answer headers clients act on.
+func copyAnswerHeaders(dst, src http.Header) {
+	for k, vs := range src {
+		lk := strings.ToLower(k)
+		if lk == "content-type" || lk == "retry-after" || lk == "retry-after-ms" || strings.HasPrefix(lk, "x-ratelimit-") {
+			dst[k] = vs
+		}
+	}
+}
+
+// passError passes an upstream error through with its status (SPEC §6.1).
+func (c *call) passError(resp *http.Response) {
+	body, err := io.ReadAll(io.LimitReader(resp.Body, c.g.cfg.MaxResponseBytes))
+	c.ended = time.Now()
+	if reason := c.gone(); reason != "" {
+		if reason == ReasonRevoked {
+			c.reject(errExpired, reason)
+		} else {
+			c.finish(resp.StatusCode, false, reason)
+		}
+		return
+	}
+	if err == nil {
+		c.response = body
+	}
+	copyAnswerHeaders(c.w.Header(), resp.Header)
+	c.w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	c.w.WriteHeader(resp.StatusCode)
+	_, _ = c.w.Write(body)
+	c.finish(resp.StatusCode, false, ReasonUpstreamError)
+}
+
+// answerShape is what the gateway reads from a whole answer.
+type answerShape struct {
+	Choices []struct {
+		Message struct {
+			ToolCalls []struct {
+				ID string `json:"id"`
+			} `json:"tool_calls"`
+		} `json:"message"`
+	} `json:"choices"`
+	Usage json.RawMessage `json:"usage"`
+}
+
+// whole relays a non-streamed answer. It counts when the answer was
+// written and flushed to the client in full.
+func (c *call) whole(resp *http.Response) {
+	body, err := io.ReadAll(io.LimitReader(resp.Body, c.g.cfg.MaxResponseBytes+1))
+	c.ended = time.Now()
+	if reason := c.gone(); reason != "" {
+		if reason == ReasonRevoked {
+			c.reject(errExpired, reason)
+		} else {
+			c.finish(resp.StatusCode, false, reason)
+		}
+		return
+	}
+	if err != nil {
+		c.reject(&apiError{Status: http.StatusBadGateway, Code: CodeUpstreamError, Message: "The upstream's answer was cut short."}, ReasonUpstreamBroken)
+		return
+	}
+	if int64(len(body)) > c.g.cfg.MaxResponseBytes {
+		c.reject(&apiError{Status: http.StatusBadGateway, Code: CodeUpstreamError, Message: "The upstream's answer exceeds the gateway's limit."}, ReasonResponseTooLarge)
+		return
+	}
+	c.response = body
+	var shape answerShape
+	if json.Unmarshal(body, &shape) == nil {
+		for _, ch := range shape.Choices {
+			for _, tc := range ch.Message.ToolCalls {
+				if tc.ID != "" {
+					c.rec.EmittedIDs = append(c.rec.EmittedIDs, tc.ID)
+				}
+			}
+		}
+		c.setUsage(shape.Usage)
+	}
+	c.beforeCounted(resp.StatusCode)
+	h := c.w.Header()
+	copyAnswerHeaders(h, resp.Header)
+	if h.Get("Content-Type") == "" {
+		h.Set("Content-Type", "application/json")
+	}
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	c.w.WriteHeader(resp.StatusCode)
+	_, werr := c.w.Write(body)
+	if werr == nil {
+		werr = http.NewResponseController(c.w).Flush()
+	}
+	if werr != nil || c.r.Context().Err() != nil {
+		c.finish(resp.StatusCode, false, ReasonClientDisconnected)
+		return
+	}
+	c.finish(resp.StatusCode, true, "")
+}
+
+// usageShape is the part of usage that cost and budgets read.
+type usageShape struct {
+	PromptTokens        *int64 `json:"prompt_tokens"`
+	CompletionTokens    *int64 `json:"completion_tokens"`
+	TotalTokens         *int64 `json:"total_tokens"`
+	PromptTokensDetails *struct {
+		CachedTokens *int64 `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+}
+
+// setUsage records usage, total tokens and the cost the policy's prices
+// give (null without prices, SPEC §6.2).
+func (c *call) setUsage(raw json.RawMessage) {
+	if len(raw) == 0 || isNull(raw) {
+		return
+	}
+	c.rec.Usage = bytes.Clone(raw)
+	var u usageShape
+	if json.Unmarshal(raw, &u) != nil {
+		return
+	}
+	var prompt, completion, cached int64
+	if u.PromptTokens != nil {
+		prompt = *u.PromptTokens
+	}
+	if u.CompletionTokens != nil {
+		completion = *u.CompletionTokens
+	}
+	if u.PromptTokensDetails != nil && u.PromptTokensDetails.CachedTokens != nil {
+		cached = *u.PromptTokensDetails.CachedTokens
+	}
+	total := prompt + completion
+	if u.TotalTokens != nil {
+		total = *u.TotalTokens
+	}
+	c.rec.TotalTokens = &total
+	if c.pol != nil && c.pol.Prices != nil {
+		cost := c.pol.Prices.Cost(prompt, cached, completion)
+		c.rec.CostUSD = &cost
+	}
+}
+
+// beforeCounted makes a rollout's first counted completion on this
+// replica durable (provisionally) before its last bytes go out.
+func (c *call) beforeCounted(status int) {
+	if c.rec.RolloutID == nil || !c.g.rec.needsDurableCount(*c.rec.RolloutID) {
+		return
+	}
+	p := c.rec
+	p.Status, p.Counted = status, true
+	done := c.g.clock.Now()
+	p.DoneAt = &done
+	if err := c.g.rec.makeCountDurable(c.ctx, p); err != nil {
+		c.g.log.LogAttrs(c.ctx, slog.LevelError, "provisional gateway record failed", slog.String("rollout_id", *c.rec.RolloutID),
+			slog.Any("error", err))
+	}
+}
+
+// streamErrorEvent is an OpenAI-style error event, which OpenAI SDKs
+// raise as an error.
+func streamErrorEvent(code, message string) []byte {
+	e := &apiError{Status: http.StatusBadGateway, Code: code, Message: message}
+	return append(append([]byte("data: "), e.body()...), '\n', '\n')
+}
+
+var doneEvent = []byte("data: [DONE]\n\n")
+
+// stream relays a streamed answer event by event, flushing each, and
+// reassembles it for the record. It counts when the event carrying the
+// last choice's finish_reason and then [DONE] were delivered (SPEC §6.3).
+func (c *call) stream(resp *http.Response) {
+	h := c.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	copyAnswerHeaders(h, resp.Header)
+	h.Set("Content-Type", "text/event-stream")
+	c.w.WriteHeader(resp.StatusCode)
+	rc := http.NewResponseController(c.w)
+	werr := rc.Flush()
+	rd := newSSEReader(resp.Body, int(min(c.g.cfg.MaxResponseBytes, 1<<30)))
+	acc := &streamAcc{}
+	var (
+		readErr  error
+		upErr    bool
+		tooLarge bool
+	)
+	for werr == nil {
+		raw, data, hasData, err := rd.next()
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				readErr = err
+			}
+			break
+		}
+		if hasData && string(bytes.TrimSpace(data)) == "[DONE]" {
+			break
+		}
+		if hasData {
+			var ch chunk
+			if json.Unmarshal(data, &ch) == nil {
+				if len(ch.Error) > 0 && !isNull(ch.Error) {
+					upErr = true
+				}
+				acc.add(&ch, len(data))
+				if int64(acc.size) > c.g.cfg.MaxResponseBytes {
+					tooLarge = true
+					break
+				}
+				if len(ch.Choices) == 0 && len(ch.Usage) > 0 && !isNull(ch.Usage) && !c.fwd.clientUsage {
+					continue // the usage chunk the client did not ask for
+				}
+			}
+		}
+		if _, werr = c.w.Write(raw); werr == nil {
+			werr = rc.Flush()
+		}
+	}
+	c.ended = time.Now()
+	c.response = acc.response()
+	c.rec.EmittedIDs = acc.emitted()
+	c.setUsage(acc.usage)
+	status := resp.StatusCode
+	switch reason := c.gone(); {
+	case reason == ReasonRevoked:
+		_, _ = c.w.Write(streamErrorEvent(CodeCredentialExpired, "This rollout's credential was revoked; the stream was cut."))
+		_ = rc.Flush()
+		c.finish(status, false, reason)
+	case reason != "" || werr != nil:
+		c.finish(status, false, ReasonClientDisconnected)
+	case tooLarge:
+		c.endStream(rc, streamErrorEvent(CodeUpstreamError, "The upstream's stream exceeds the gateway's limit."))
+		c.finish(status, false, ReasonResponseTooLarge)
+	case readErr != nil:
+		c.endStream(rc, streamErrorEvent(CodeUpstreamError, "The upstream's stream broke off."))
+		c.finish(status, false, ReasonUpstreamBroken)
+	case upErr || !acc.finished():
+		// The upstream ended without finishing every choice: end the
+		// stream cleanly for the client, but it does not count.
+		c.endStream(rc, doneEvent)
+		reason := ReasonStreamIncomplete
+		if upErr {
+			reason = ReasonUpstreamError
+		}
+		c.finish(status, false, reason)
+	default:
+		c.beforeCounted(status)
+		if !c.endStream(rc, doneEvent) {
+			c.finish(status, false, ReasonClientDisconnected)
+			return
+		}
+		c.finish(status, true, "")
+	}
+}
+
+// endStream writes the last event and reports whether it was delivered.
+func (c *call) endStream(rc *http.ResponseController, ev []byte) bool {
+	if _, err := c.w.Write(ev); err != nil {
+		return false
+	}
+	return rc.Flush() == nil && c.ctx.Err() == nil
+}

@@ -1,0 +1,671 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/gyrehq/gyre/internal/clock"
+	"github.com/gyrehq/gyre/internal/store"
+)
+
+// BlobStore is where request and response bodies go: content-addressed
+// objects. *blobstore.Store satisfies it.
+type BlobStore interface {
+	Exists(ctx context.Context, key string) (bool, error)
+	PutContent(ctx context.Context, prefix string, r io.Reader) (sha string, size int64, err error)
+}
+
+// errRevoked is the cancellation cause of a request cut because its
+// rollout's credential was revoked.
+var errRevoked = errors.New("rollout credential revoked")
+
+// Recorder keeps one replica's gateway state: the requests in flight, a
+// short-lived cache of credential reads, the records waiting for a flush,
+// and what it knows per rollout. It writes records in batches, off the
+// request path, together with the replica's heartbeat and flush watermark.
+//
+// The watermark W it publishes promises: every request this replica
+// admitted on a credential read whose lease-clock time is before W has its
+// record durable. Each flush reads the lease clock first (D), then, under
+// the lock, takes the waiting records and sets W to the minimum of D, the
+// earliest possible credential-read time of every request in flight (the
+// D of the flush before it registered, taken before its read) and the
+// read time of every cached credential that could still admit one. The
+// store seals a submitted rollout at a lease-clock time later than the
+// revocation of its token, so once every replica that touched it has
+// W past the seal, no record of it can still appear (SPEC §6.3).
+type Recorder struct {
+	st        Store
+	blobs     BlobStore
+	clock     clock.Clock
+	log       *slog.Logger
+	cfg       Config
+	replicaID string
+	started   time.Time
+	metrics   *metrics
+
+	mu        sync.Mutex
+	nextID    uint64
+	lastD     time.Time
+	inflight  map[uint64]*flight
+	pending   []*pendingRecord
+	inTransit []*pendingRecord
+	cache     map[[32]byte]*cachedAccess
+	rollouts  map[string]*rolloutState
+
+	flushMu sync.Mutex // one flush at a time
+	known   knownBlobs
+	wake    chan struct{}
+	stop    chan struct{}
+	done    sync.WaitGroup
+	running bool
+}
+
+type flight struct {
+	id      uint64
+	lb      time.Time
+	rollout string
+	cancel  context.CancelCauseFunc
+}
+
+type cachedAccess struct {
+	access  store.GatewayAccess
+	expires time.Time // wall-clock monotonic reading
+}
+
+type rolloutState struct {
+	touched        bool
+	countedDurable bool
+	inflight       int
+	lastUsed       time.Time
+}
+
+// pendingRecord is a finished call waiting for its flush.
+type pendingRecord struct {
+	rec store.GatewayRecord
+	lb  time.Time
+	// body is what the request forwarded; nil when not captured.
+	body *bodyParts
+	// response is the answer (reassembled for streams); nil when none.
+	response []byte
+	attempts int
+}
+
+type bodyParts struct {
+	fwd       *forwarded
+	messages  [][]byte
+	tokenizer *string
+}
+
+// newRecorder returns a Recorder for one process; its replica id is
+// cfg.ReplicaID plus a random suffix.
+func newRecorder(st Store, blobs BlobStore, clk clock.Clock, log *slog.Logger, cfg Config) *Recorder {
+	var b [6]byte
+	_, _ = rand.Read(b[:]) // crypto/rand never fails on supported platforms
+	return &Recorder{
+		st: st, blobs: blobs, clock: clk, log: log, cfg: cfg,
+		replicaID: cfg.ReplicaID + "-" + hex.EncodeToString(b[:]),
+		inflight:  map[uint64]*flight{}, cache: map[[32]byte]*cachedAccess{}, rollouts: map[string]*rolloutState{},
+		wake: make(chan struct{}, 1), stop: make(chan struct{}),
+	}
+}
+
+// ReplicaID names this process in touch rows and the replicas table.
+func (r *Recorder) ReplicaID() string { return r.replicaID }
+
+// Start registers the replica (its first heartbeat) and starts the flush
+// and revocation loops. They stop with Stop.
+func (r *Recorder) Start(ctx context.Context) error {
+	r.mu.Lock()
+	if r.running {
+		r.mu.Unlock()
+		return errors.New("gateway recorder already started")
+	}
+	r.running = true
+	r.mu.Unlock()
+	now, err := r.st.LeaseClock(ctx)
+	if err != nil {
+		return fmt.Errorf("gateway recorder: %w", err)
+	}
+	r.started = now
+	if err := r.Flush(ctx); err != nil {
+		return fmt.Errorf("gateway recorder: register replica: %w", err)
+	}
+	bg := context.WithoutCancel(ctx)
+	if !r.cfg.NoFlush {
+		r.done.Go(func() { r.loop(bg, r.cfg.FlushInterval, r.flushTick) })
+	}
+	r.done.Go(func() { r.loop(bg, r.cfg.RevokeCheckEvery, r.watchOnce) })
+	return nil
+}
+
+func (r *Recorder) loop(ctx context.Context, every time.Duration, fn func(context.Context)) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-t.C:
+		case <-r.wake:
+		}
+		fn(ctx)
+	}
+}
+
+func (r *Recorder) flushTick(ctx context.Context) {
+	if err := r.Flush(ctx); err != nil {
+		r.log.LogAttrs(ctx, slog.LevelError, "gateway flush failed", slog.String("replica_id", r.replicaID), slog.Any("error", err))
+	}
+}
+
+// Stop ends the loops and flushes what is left (bounded by ctx). When
+// nothing is in flight and every record is durable it marks the replica
+// drained, so it holds up no reconciliation; otherwise it marks it dead,
+// and rollouts it touched reconcile as unreconciled.
+func (r *Recorder) Stop(ctx context.Context) error {
+	r.mu.Lock()
+	if !r.running {
+		r.mu.Unlock()
+		return nil
+	}
+	r.running = false
+	r.mu.Unlock()
+	close(r.stop)
+	r.done.Wait()
+	var err error
+	for {
+		if err = r.Flush(ctx); err != nil || r.Pending() == 0 || ctx.Err() != nil {
+			break
+		}
+	}
+	r.mu.Lock()
+	drained := err == nil && len(r.pending) == 0 && len(r.inflight) == 0
+	r.mu.Unlock()
+	if serr := r.st.StopReplica(context.WithoutCancel(ctx), r.replicaID, drained); serr != nil {
+		err = errors.Join(err, serr)
+	}
+	return err
+}
+
+// Pending counts records waiting for a flush.
+func (r *Recorder) Pending() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.pending) + len(r.inTransit)
+}
+
+// full reports whether no more records can wait.
+func (r *Recorder) full() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.pending)+len(r.inTransit) >= r.cfg.MaxPending
+}
+
+// begin registers a request in flight before its credential is read.
+func (r *Recorder) begin(cancel context.CancelCauseFunc) *flight {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.nextID++
+	f := &flight{id: r.nextID, lb: r.lastD, cancel: cancel}
+	r.inflight[f.id] = f
+	return f
+}
+
+// attach binds a flight to its rollout and returns the rollout's requests
+// in flight on this replica, this one included.
+func (r *Recorder) attach(f *flight, rolloutID string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f.rollout = rolloutID
+	st := r.state(rolloutID)
+	st.inflight++
+	return st.inflight
+}
+
+func (r *Recorder) state(rolloutID string) *rolloutState {
+	st, ok := r.rollouts[rolloutID]
+	if !ok {
+		st = &rolloutState{}
+		r.rollouts[rolloutID] = st
+	}
+	st.lastUsed = time.Now()
+	return st
+}
+
+// finish ends a flight and queues its record, if any, in one step, so a
+// flush sees the request either in flight or waiting, never neither.
+func (r *Recorder) finish(f *flight, p *pendingRecord) {
+	r.mu.Lock()
+	delete(r.inflight, f.id)
+	if f.rollout != "" {
+		if st, ok := r.rollouts[f.rollout]; ok && st.inflight > 0 {
+			st.inflight--
+		}
+	}
+	n := 0
+	if p != nil {
+		p.lb = f.lb
+		r.pending = append(r.pending, p)
+		n = len(r.pending)
+	}
+	r.mu.Unlock()
+	if p != nil && r.metrics != nil {
+		r.metrics.recorded(p.rec.Counted, p.rec.Reason)
+	}
+	if n >= 1000 {
+		select {
+		case r.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// access reads a gateway credential, from the cache when caching is on
+// and a read younger than GrantCacheTTL exists. Credentials of rollouts
+// with limits are read fresh each time, since budgets need current totals.
+func (r *Recorder) access(ctx context.Context, h [32]byte) (store.GatewayAccess, error) {
+	r.mu.Lock()
+	if e, ok := r.cache[h]; ok && time.Now().Before(e.expires) {
+		a := e.access
+		r.mu.Unlock()
+		return a, nil
+	}
+	r.mu.Unlock()
+	a, err := r.st.GatewayAccess(ctx, h)
+	if err != nil {
+		return a, err
+	}
+	if r.cfg.GrantCacheTTL > 0 && len(a.Limits) == 0 && a.Usable() {
+		r.mu.Lock()
+		r.cache[h] = &cachedAccess{access: a, expires: time.Now().Add(r.cfg.GrantCacheTTL)}
+		r.mu.Unlock()
+	}
+	return a, nil
+}
+
+// touch durably records, once per rollout and replica, that this replica
+// serves the rollout, before its first request goes upstream.
+func (r *Recorder) touch(ctx context.Context, rolloutID string) error {
+	r.mu.Lock()
+	done := r.state(rolloutID).touched
+	r.mu.Unlock()
+	if done {
+		return nil
+	}
+	if err := r.st.TouchGateway(ctx, rolloutID, r.replicaID); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.state(rolloutID).touched = true
+	r.mu.Unlock()
+	return nil
+}
+
+// needsDurableCount reports whether no counted completion of the rollout
+// is known durable from this replica yet.
+func (r *Recorder) needsDurableCount(rolloutID string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return !r.state(rolloutID).countedDurable
+}
+
+// makeCountDurable writes, before a rollout's first counted completion on
+// this replica is delivered, a provisional record of it (and, first, the
+// rollout's earlier records still waiting, so sequence numbers follow
+// arrival), so that a release right after the answer sees the completion
+// (SPEC §4.5). The final record replaces it at the next flush.
+func (r *Recorder) makeCountDurable(ctx context.Context, provisional store.GatewayRecord) error {
+	rolloutID := *provisional.RolloutID
+	r.mu.Lock()
+	var recs []store.GatewayRecord
+	// Records a flush is writing right now get their numbers from it.
+	for _, p := range r.pending {
+		if p.rec.RolloutID != nil && *p.rec.RolloutID == rolloutID {
+			recs = append(recs, p.rec)
+		}
+	}
+	r.mu.Unlock()
+	recs = append(recs, provisional)
+	if err := r.st.RecordGateway(ctx, store.GatewayFlush{ReplicaID: r.replicaID, Records: recs}); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.state(rolloutID).countedDurable = true
+	r.mu.Unlock()
+	return nil
+}
+
+// pendingUsage totals the rollout's records not yet durable.
+func (r *Recorder) pendingUsage(rolloutID string) store.GatewayUsage {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var u store.GatewayUsage
+	for _, list := range [][]*pendingRecord{r.inTransit, r.pending} {
+		for _, p := range list {
+			if p.rec.RolloutID == nil || *p.rec.RolloutID != rolloutID {
+				continue
+			}
+			u.Calls++
+			if p.rec.Counted {
+				u.Completions++
+			}
+			if p.rec.TotalTokens != nil {
+				u.TotalTokens += *p.rec.TotalTokens
+			}
+			if p.rec.CostUSD != nil {
+				u.CostUSD += *p.rec.CostUSD
+			}
+		}
+	}
+	return u
+}
+
+// pendingModels lists the models asked for in the rollout's records not
+// yet durable.
+func (r *Recorder) pendingModels(rolloutID string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, list := range [][]*pendingRecord{r.inTransit, r.pending} {
+		for _, p := range list {
+			if p.rec.RolloutID != nil && *p.rec.RolloutID == rolloutID && p.rec.RequestedModel != nil {
+				out = append(out, *p.rec.RequestedModel)
+			}
+		}
+	}
+	return out
+}
+
+// maxFlushBatch bounds the records one flush transaction writes.
+const maxFlushBatch = 2000
+
+// Flush writes the waiting records with their bodies and the replica's
+// heartbeat and watermark.
+func (r *Recorder) Flush(ctx context.Context) error {
+	r.flushMu.Lock()
+	defer r.flushMu.Unlock()
+	start := time.Now()
+	d, err := r.st.LeaseClock(ctx)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.lastD = d
+	n := min(len(r.pending), maxFlushBatch)
+	batch := r.pending[:n:n]
+	r.pending = slices.Clone(r.pending[n:])
+	r.inTransit = batch
+	w := d
+	for _, f := range r.inflight {
+		if f.lb.Before(w) {
+			w = f.lb
+		}
+	}
+	for _, p := range r.pending {
+		if p.lb.Before(w) {
+			w = p.lb
+		}
+	}
+	now := time.Now()
+	for h, e := range r.cache {
+		if !now.Before(e.expires) {
+			delete(r.cache, h)
+		} else if e.access.Now.Before(w) {
+			w = e.access.Now
+		}
+	}
+	for id, st := range r.rollouts {
+		if st.inflight == 0 && now.Sub(st.lastUsed) > 10*time.Minute {
+			delete(r.rollouts, id)
+		}
+	}
+	r.mu.Unlock()
+
+	write, retry := r.prepare(ctx, batch)
+	for _, p := range retry {
+		if p.lb.Before(w) {
+			w = p.lb
+		}
+	}
+	recs := make([]store.GatewayRecord, len(write))
+	for i, p := range write {
+		recs[i] = p.rec
+	}
+	err = r.st.RecordGateway(ctx, store.GatewayFlush{ReplicaID: r.replicaID, Records: recs,
+		Beat: &store.ReplicaBeat{FlushedThrough: w, TTL: r.cfg.ReplicaTTL, Started: r.started}})
+	r.mu.Lock()
+	r.inTransit = nil
+	if err != nil {
+		r.pending = append(slices.Clone(batch), r.pending...)
+	} else {
+		if len(retry) > 0 {
+			r.pending = append(retry, r.pending...)
+		}
+		for _, p := range write {
+			if p.rec.RolloutID != nil && p.rec.Counted {
+				if st, ok := r.rollouts[*p.rec.RolloutID]; ok {
+					st.countedDurable = true
+				}
+			}
+		}
+	}
+	r.mu.Unlock()
+	if r.metrics != nil {
+		result := "ok"
+		if err != nil {
+			result = "error"
+		}
+		r.metrics.flushes.WithLabelValues(result).Observe(time.Since(start).Seconds())
+	}
+	if err != nil {
+		return fmt.Errorf("flush %d gateway records: %w", len(recs), err)
+	}
+	return nil
+}
+
+// maxBlobAttempts is how many flushes a record waits for its bodies to
+// store before it is written without them (and so is not training grade).
+const maxBlobAttempts = 5
+
+// prepare stores the bodies of a batch and derives fingerprints. Records
+// whose bodies failed to store are returned in retry, unless they failed
+// too often, and are then written without them.
+func (r *Recorder) prepare(ctx context.Context, batch []*pendingRecord) (write, retry []*pendingRecord) {
+	type job struct {
+		p   *pendingRecord
+		err error
+	}
+	jobs := make([]job, len(batch))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 4)
+	for i, p := range batch {
+		jobs[i].p = p
+		if p.body != nil && len(p.rec.Fingerprint) == 0 {
+			fp := callFingerprint(p.body.messages, p.body.fwd.members, p.body.tokenizer)
+			p.rec.Fingerprint, _ = json.Marshal(fp)
+		}
+		if r.blobs == nil || ((p.body == nil || p.rec.RequestBlob != nil) && (p.response == nil || p.rec.ResponseBlob != nil)) {
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			jobs[i].err = r.storeBodies(ctx, p)
+		}()
+	}
+	wg.Wait()
+	for _, j := range jobs {
+		if j.err == nil {
+			write = append(write, j.p)
+			continue
+		}
+		j.p.attempts++
+		if j.p.attempts < maxBlobAttempts {
+			retry = append(retry, j.p)
+			continue
+		}
+		r.log.LogAttrs(ctx, slog.LevelError, "gateway bodies not stored; recording the call without them",
+			slog.String("call_id", j.p.rec.ID), slog.Any("error", j.err))
+		write = append(write, j.p)
+	}
+	return write, retry
+}
+
+// storeBodies stores a record's request, as content-addressed message
+// blobs plus a document with the remaining bytes, and its response.
+func (r *Recorder) storeBodies(ctx context.Context, p *pendingRecord) error {
+	base := "gateway/" + p.rec.TenantID
+	if p.body != nil && p.rec.RequestBlob == nil {
+		doc := requestDoc{Format: requestDocFormat, Head: string(p.body.fwd.head), Tail: string(p.body.fwd.tail),
+			Messages: make([]string, len(p.body.messages)), Agent: p.body.fwd.agent, Added: p.body.fwd.absent}
+		for i, m := range p.body.messages {
+			sum := sha256.Sum256(m)
+			doc.Messages[i] = hex.EncodeToString(sum[:])
+			if err := r.putKnown(ctx, base+"/messages", doc.Messages[i], m); err != nil {
+				return err
+			}
+		}
+		b, err := json.Marshal(doc)
+		if err != nil {
+			return err
+		}
+		sum := sha256.Sum256(b)
+		sha := hex.EncodeToString(sum[:])
+		if err := r.putKnown(ctx, base+"/requests", sha, b); err != nil {
+			return err
+		}
+		key := base + "/requests/" + sha
+		p.rec.RequestBlob = &key
+	}
+	if p.response != nil && p.rec.ResponseBlob == nil {
+		sum := sha256.Sum256(p.response)
+		sha := hex.EncodeToString(sum[:])
+		if err := r.putKnown(ctx, base+"/responses", sha, p.response); err != nil {
+			return err
+		}
+		key := base + "/responses/" + sha
+		p.rec.ResponseBlob = &key
+	}
+	return nil
+}
+
+// putKnown stores data under prefix/sha unless it is known to be there.
+func (r *Recorder) putKnown(ctx context.Context, prefix, sha string, data []byte) error {
+	key := prefix + "/" + sha
+	if r.known.has(key) {
+		return nil
+	}
+	ok, err := r.blobs.Exists(ctx, key)
+	if err != nil {
+		return fmt.Errorf("blob %s: %w", key, err)
+	}
+	if !ok {
+		got, _, err := r.blobs.PutContent(ctx, prefix, bytes.NewReader(data))
+		if err != nil {
+			return fmt.Errorf("store blob: %w", err)
+		}
+		if got != sha {
+			return fmt.Errorf("store blob: sha-256 %s, want %s", got, sha)
+		}
+	}
+	r.known.add(key)
+	return nil
+}
+
+// watchOnce cuts requests in flight whose rollout no longer admits
+// requests and forgets their cached credentials.
+func (r *Recorder) watchOnce(ctx context.Context) {
+	r.mu.Lock()
+	seen := map[string]bool{}
+	var ids []string
+	add := func(id string) {
+		if id != "" && !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+		}
+	}
+	for _, f := range r.inflight {
+		add(f.rollout)
+	}
+	for _, e := range r.cache {
+		add(e.access.RolloutID)
+	}
+	r.mu.Unlock()
+	if len(ids) == 0 {
+		return
+	}
+	live, err := r.st.GatewayLive(ctx, ids)
+	if err != nil {
+		r.log.LogAttrs(ctx, slog.LevelWarn, "gateway revocation check failed", slog.Any("error", err))
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, f := range r.inflight {
+		if seen[f.rollout] && !live[f.rollout] {
+			f.cancel(errRevoked)
+			if r.metrics != nil {
+				r.metrics.cuts.Inc()
+			}
+		}
+	}
+	for h, e := range r.cache {
+		if seen[e.access.RolloutID] && !live[e.access.RolloutID] {
+			delete(r.cache, h)
+		}
+	}
+}
+
+// requestDocFormat tags a stored request document.
+const requestDocFormat = "gyre.gateway-request/1"
+
+// requestDoc is a stored request: the forwarded body is Head + "[" + the
+// message blobs joined by "," + "]" + Tail, byte for byte. Agent holds the
+// agent's values of the members the gateway replaced, Added the members it
+// added.
+type requestDoc struct {
+	Format   string                     `json:"format"`
+	Head     string                     `json:"head"`
+	Messages []string                   `json:"messages"`
+	Tail     string                     `json:"tail"`
+	Agent    map[string]json.RawMessage `json:"agent"`
+	Added    []string                   `json:"added"`
+}
+
+// knownBlobs remembers blob keys known to exist, so resent history is not
+// checked again; it forgets everything when it grows past its bound.
+type knownBlobs struct {
+	mu   sync.Mutex
+	keys map[string]struct{}
+}
+
+const maxKnownBlobs = 200_000
+
+func (k *knownBlobs) has(key string) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	_, ok := k.keys[key]
+	return ok
+}
+
+func (k *knownBlobs) add(key string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.keys == nil || len(k.keys) >= maxKnownBlobs {
+		k.keys = map[string]struct{}{}
+	}
+	k.keys[key] = struct{}{}
+}

@@ -1,0 +1,304 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/gyrehq/gyre/internal/jcs"
+)
+
+// member is one top-level member of a request body, its value as sent.
+type member struct {
+	key string
+	val []byte
+}
+
+// chatRequest is a parsed chat completion request. Only what the gateway
+// changes or records is interpreted; every other member, at any depth,
+// keeps its bytes (SPEC §6.1: what real clients send passes untouched).
+type chatRequest struct {
+	members []member
+	// messages holds each message in canonical JSON (RFC 8785): the form
+	// forwarded, hashed and stored, so a stored request rebuilds byte for
+	// byte. Canonical form keeps every member and value; only key order,
+	// whitespace and number spelling are normalised.
+	messages [][]byte
+	// consumed are the tool_call_id of the role "tool" messages.
+	consumed []string
+	stream   bool
+	// model is the model the agent asked for, nil when none.
+	model *string
+}
+
+// parseChatRequest parses a request body: one JSON object without
+// duplicate members, whose messages are an array of I-JSON objects.
+func parseChatRequest(body []byte) (*chatRequest, *apiError) {
+	if !utf8.Valid(body) {
+		return nil, errInvalid("", "The request body is not valid UTF-8.")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	tok, err := dec.Token()
+	if d, ok := tok.(json.Delim); err != nil || !ok || d != '{' {
+		return nil, errInvalid("", "The request body must be a JSON object.")
+	}
+	req := &chatRequest{}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, errInvalid("", "The request body is not valid JSON.")
+		}
+		key := tok.(string)
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, errInvalid(key, "The request body is not valid JSON.")
+		}
+		if seen[key] {
+			return nil, errInvalid(key, fmt.Sprintf("Member %q appears more than once.", key))
+		}
+		seen[key] = true
+		req.members = append(req.members, member{key: key, val: raw})
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, errInvalid("", "The request body is not valid JSON.")
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, errInvalid("", "The request body has data after the JSON object.")
+	}
+	msgs, ok := req.get("messages")
+	if !ok {
+		return nil, &apiError{Status: 400, Code: "missing_required_parameter", Param: "messages",
+			Message: "Missing required parameter: 'messages'."}
+	}
+	var raws []json.RawMessage
+	if err := json.Unmarshal(msgs, &raws); err != nil {
+		return nil, errInvalid("messages", "'messages' must be an array of message objects.")
+	}
+	req.messages = make([][]byte, len(raws))
+	for i, m := range raws {
+		param := "messages[" + strconv.Itoa(i) + "]"
+		if !bytes.HasPrefix(bytes.TrimSpace(m), []byte("{")) {
+			return nil, errInvalid(param, fmt.Sprintf("'%s' must be an object.", param))
+		}
+		c, err := jcs.Canonicalize(m)
+		if err != nil {
+			return nil, errInvalid(param, fmt.Sprintf("'%s' is not I-JSON (RFC 7493): %v", param, err))
+		}
+		req.messages[i] = c
+		var head struct {
+			Role       string  `json:"role"`
+			ToolCallID *string `json:"tool_call_id"`
+		}
+		if err := json.Unmarshal(c, &head); err == nil && head.Role == "tool" && head.ToolCallID != nil {
+			req.consumed = append(req.consumed, *head.ToolCallID)
+		}
+	}
+	if v, ok := req.get("stream"); ok && !isNull(v) {
+		if err := json.Unmarshal(v, &req.stream); err != nil {
+			return nil, errInvalid("stream", "'stream' must be a boolean.")
+		}
+	}
+	if v, ok := req.get("stream_options"); ok && !isNull(v) && !bytes.HasPrefix(bytes.TrimSpace(v), []byte("{")) {
+		return nil, errInvalid("stream_options", "'stream_options' must be an object.")
+	}
+	if v, ok := req.get("model"); ok && !isNull(v) {
+		var m string
+		if err := json.Unmarshal(v, &m); err != nil {
+			return nil, errInvalid("model", "'model' must be a string.")
+		}
+		req.model = &m
+	}
+	return req, nil
+}
+
+func (r *chatRequest) get(key string) ([]byte, bool) {
+	for _, m := range r.members {
+		if m.key == key {
+			return m.val, true
+		}
+	}
+	return nil, false
+}
+
+// forwarded is a request as the gateway sends it upstream.
+type forwarded struct {
+	body []byte
+	// head and tail surround the messages array in body: body is head +
+	// "[" + messages joined by "," + "]" + tail.
+	head, tail []byte
+	// agent holds the values the agent sent for members the gateway
+	// replaced; absent lists those it added.
+	agent  map[string]json.RawMessage
+	absent []string
+	// members are the forwarded top-level members (messages as sent).
+	members []member
+	// clientUsage: the client itself asked for the usage chunk.
+	clientUsage bool
+}
+
+// forward builds the upstream request for policy p: the policy's model,
+// its sampling overrides, token capture, and for streams
+// stream_options.include_usage = true.
+func (r *chatRequest) forward(p Policy) *forwarded {
+	f := &forwarded{members: slices.Clone(r.members), agent: map[string]json.RawMessage{}}
+	set := func(key string, val []byte) {
+		for i, m := range f.members {
+			if m.key == key {
+				if _, done := f.agent[key]; !done && !slices.Contains(f.absent, key) {
+					f.agent[key] = m.val
+				}
+				f.members[i].val = val
+				return
+			}
+		}
+		f.absent = append(f.absent, key)
+		f.members = append(f.members, member{key: key, val: val})
+	}
+	model, _ := json.Marshal(p.Model)
+	set("model", model)
+	for _, k := range sortedKeys(p.SamplingOverrides) {
+		set(k, p.SamplingOverrides[k])
+	}
+	if p.CaptureTokens {
+		set("logprobs", []byte("true"))
+		set("return_token_ids", []byte("true"))
+	}
+	if r.stream {
+		opts, _ := r.get("stream_options")
+		val, asked := withIncludeUsage(opts)
+		f.clientUsage = asked
+		if !asked {
+			set("stream_options", val)
+		}
+	}
+	var b bytes.Buffer
+	b.Grow(64 + len(f.members)*32 + r.size())
+	b.WriteByte('{')
+	start, end := -1, -1
+	for i, m := range f.members {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		writeKey(&b, m.key)
+		b.WriteByte(':')
+		if m.key != "messages" {
+			b.Write(m.val)
+			continue
+		}
+		start = b.Len()
+		writeMessages(&b, r.messages)
+		end = b.Len()
+	}
+	b.WriteByte('}')
+	f.body = b.Bytes()
+	f.head, f.tail = f.body[:start], f.body[end:]
+	return f
+}
+
+func (r *chatRequest) size() int {
+	n := 0
+	for _, m := range r.members {
+		n += len(m.key) + len(m.val)
+	}
+	for _, m := range r.messages {
+		n += len(m) + 1
+	}
+	return n
+}
+
+func writeMessages(b *bytes.Buffer, msgs [][]byte) {
+	b.WriteByte('[')
+	for i, m := range msgs {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(m)
+	}
+	b.WriteByte(']')
+}
+
+// withIncludeUsage returns stream_options with include_usage true, and
+// whether the client had asked for it already. Other options keep their
+// bytes and order.
+func withIncludeUsage(opts []byte) ([]byte, bool) {
+	if len(opts) == 0 || isNull(opts) {
+		return []byte(`{"include_usage":true}`), false
+	}
+	dec := json.NewDecoder(bytes.NewReader(opts))
+	if _, err := dec.Token(); err != nil {
+		return []byte(`{"include_usage":true}`), false
+	}
+	var (
+		b     bytes.Buffer
+		first = true
+		found bool
+	)
+	b.WriteByte('{')
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			break
+		}
+		key, _ := tok.(string)
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			break
+		}
+		if key == "include_usage" {
+			found = true
+			if string(bytes.TrimSpace(raw)) == "true" {
+				return opts, true
+			}
+			raw = json.RawMessage("true")
+		}
+		if !first {
+			b.WriteByte(',')
+		}
+		first = false
+		writeKey(&b, key)
+		b.WriteByte(':')
+		b.Write(raw)
+	}
+	if !found {
+		if !first {
+			b.WriteByte(',')
+		}
+		b.WriteString(`"include_usage":true`)
+	}
+	b.WriteByte('}')
+	return b.Bytes(), false
+}
+
+// writeKey writes a JSON object key.
+func writeKey(b *bytes.Buffer, k string) {
+	plain := true
+	for i := 0; i < len(k); i++ {
+		if c := k[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x7f {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		b.WriteByte('"')
+		b.WriteString(k)
+		b.WriteByte('"')
+		return
+	}
+	enc, _ := json.Marshal(k) // a decoded key always marshals
+	b.Write(enc)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

@@ -1,0 +1,145 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// ExperimentStore keeps eval experiments and their runs (SPEC §7.2, §7.5):
+// one experiment per `gyre eval run`, one run record per (case,
+// repetition), and the blobs a tenant uploaded for them.
+//
+// A run record is written several times in its life: as soon as the
+// harness answers POST /runs (with its run_id and no classification), and
+// again when it ends (with its classification). PutRun replaces the whole
+// record each time, so writing the same record twice is harmless.
+type ExperimentStore interface {
+	// CreateExperiment stores a new experiment with a fresh id.
+	// ErrNotFound if the tenant does not exist.
+	CreateExperiment(ctx context.Context, e NewExperiment) (Experiment, error)
+	// Experiment returns one experiment; ErrNotFound if it is not the
+	// tenant's.
+	Experiment(ctx context.Context, tenantID, id string) (Experiment, error)
+	// ListExperiments lists the tenant's experiments, newest first.
+	ListExperiments(ctx context.Context, tenantID string, p Page) (experiments []Experiment, next string, err error)
+	// FinishExperiment records the experiment's model and summary and
+	// stamps its finish time. Finishing again (after a resume) replaces
+	// both. ErrNotFound if the experiment is not the tenant's.
+	FinishExperiment(ctx context.Context, f ExperimentFinish) (Experiment, error)
+
+	// PutRun writes the run record of (r.ExperimentID, r.CaseID,
+	// r.Repetition), replacing any earlier record of that pair, and
+	// records r.Blobs for the tenant; created reports whether there was
+	// no record. ErrNotFound if the experiment is not the tenant's.
+	PutRun(ctx context.Context, r RunRecord) (created bool, err error)
+	// Run returns one run record; ErrNotFound if there is none.
+	Run(ctx context.Context, tenantID, experimentID, caseID string, repetition int) (RunRecord, error)
+	// ListRuns lists an experiment's run records by case id, then
+	// repetition. ErrNotFound if the experiment is not the tenant's.
+	ListRuns(ctx context.Context, tenantID, experimentID string, p Page) (runs []RunRecord, next string, err error)
+
+	// PutBlobRef records that the tenant stored the content-addressed blob
+	// sha256 of size bytes; created is false when it was recorded before.
+	PutBlobRef(ctx context.Context, tenantID, sha256 string, size int64) (created bool, err error)
+	// BlobRef returns the size of a blob the tenant stored; ErrNotFound
+	// if the tenant never stored it.
+	BlobRef(ctx context.Context, tenantID, sha256 string) (size int64, err error)
+}
+
+// NewExperiment is what CreateExperiment stores.
+type NewExperiment struct {
+	TenantID string
+	// Suite and SuiteVersion name the suite version that was run.
+	Suite        string
+	SuiteVersion string
+	// Harness is the harness's name or base URL.
+	Harness string
+	// Capabilities is the harness's capabilities snapshot, JSON.
+	Capabilities json.RawMessage
+	// Config is the settings that shaped the experiment, JSON. It never
+	// holds a secret.
+	Config json.RawMessage
+}
+
+// Experiment is a stored experiment.
+type Experiment struct {
+	ID           string
+	Suite        string
+	SuiteVersion string
+	Harness      string
+	Capabilities json.RawMessage
+	Config       json.RawMessage
+	// Model is the model the runs reported ("mixed" when they differ),
+	// "" until the experiment finished.
+	Model string
+	// Summary is the result summary, JSON; nil until the experiment
+	// finished.
+	Summary    json.RawMessage
+	CreatedAt  time.Time
+	FinishedAt *time.Time
+}
+
+// ExperimentFinish is what FinishExperiment records.
+type ExperimentFinish struct {
+	TenantID string
+	ID       string
+	Model    string
+	Summary  json.RawMessage
+}
+
+// RunRecord is one (case, repetition) of an experiment. JSON members hold
+// JSON text as the evaluator wrote it; nil means SQL NULL.
+type RunRecord struct {
+	TenantID     string
+	ExperimentID string
+	CaseID       string
+	// Repetition is 1-based.
+	Repetition int
+	// RunID is the harness's run id of the latest attempt, "" before the
+	// harness answered POST /runs.
+	RunID string
+	// Status is the harness's last reported status, "" when none.
+	Status string
+	// Classification is passed, failed, unscored or error; "" while the
+	// run is in flight (or was interrupted).
+	Classification string
+	TimedOut       bool
+	Error          string
+	Model          string
+	Answer         *string
+	Output         json.RawMessage
+	// Verdicts is the JSON array of verdicts.
+	Verdicts json.RawMessage
+	// TrajectorySHA256 names the stored trajectory blob, "" when none.
+	TrajectorySHA256 string
+	// Trajectory is {valid, errors, schema_version}, JSON.
+	Trajectory json.RawMessage
+	// Files is the workspace listing as fetched, JSON.
+	Files json.RawMessage
+	// Artifacts is the RunStatus artifacts, JSON.
+	Artifacts json.RawMessage
+	// Attempts is the JSON log of every attempt.
+	Attempts json.RawMessage
+	// Usage is {prompt_tokens, completion_tokens, cost_usd}, JSON.
+	Usage json.RawMessage
+	// Score is the run's reward (weighted mean verdict score).
+	Score *float64
+	// LatencyMS is the run's wall time from creation to its terminal
+	// status, in milliseconds.
+	LatencyMS  *float64
+	StartedAt  *time.Time
+	FinishedAt *time.Time
+	// UpdatedAt is set by the store on every PutRun.
+	UpdatedAt time.Time
+	// Blobs are blobs the record refers to that PutRun records for the
+	// tenant (as PutBlobRef does) in the same transaction. They are not
+	// read back.
+	Blobs []BlobRef
+}
+
+// BlobRef is a content-addressed blob a tenant stored.
+type BlobRef struct {
+	SHA256 string
+	Size   int64
+}
