@@ -16,7 +16,7 @@ var catalogReader = access{roles: []gyre.Role{gyre.RoleReader, gyre.RoleEvaluato
 // Every object is the caller's tenant's: another tenant's name or id is
 // 404, like one that does not exist.
 func (s *Server) catalogRoutes() {
-	s.handle("PUT /api/v1/fixtures/{name}", adminOnly, s.putFixture)
+	s.handle("PUT /api/v1/fixtures/{name}", access{roles: adminOnly.roles, blobBody: true}, s.putFixture)
 	s.handle("GET /api/v1/fixtures", catalogReader, s.listFixtures)
 	s.handle("GET /api/fixtures/{name}", catalogReader, s.getFixtureContent)
 

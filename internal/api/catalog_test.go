@@ -258,7 +258,7 @@ func TestFixtures_CorruptBlobCutShort(t *testing.T) {
 
 func TestFixtures_BodyEncodingAndLimit(t *testing.T) {
 	t.Parallel()
-	e := newCatalogEnv(t, sqliteEngine, fileBlobs, Config{MaxBodyBytes: 1000})
+	e := newCatalogEnv(t, sqliteEngine, fileBlobs, Config{MaxBlobBytes: 1000})
 	gz := func(s string) *bytes.Buffer {
 		var b bytes.Buffer
 		zw := gzip.NewWriter(&b)

@@ -35,7 +35,7 @@ func (s *Server) experimentRoutes() {
 	s.handle("GET /api/v1/experiments/{id}/runs", experimentReader, s.listExperimentRuns)
 	s.handle("PUT /api/v1/experiments/{id}/runs/{case_id}/{repetition}", evaluatorOnly, s.putExperimentRun)
 	s.handle("POST /api/v1/experiments/{id}/finish", evaluatorOnly, s.finishExperiment)
-	s.handle("PUT /api/v1/blobs/{sha256}", evaluatorOnly, s.putBlob)
+	s.handle("PUT /api/v1/blobs/{sha256}", access{roles: evaluatorOnly.roles, blobBody: true}, s.putBlob)
 }
 
 // maxHarnessLen bounds the harness name or URL of an experiment.
@@ -376,18 +376,19 @@ func (s *Server) putBlob(w http.ResponseWriter, r *http.Request) error {
 	if s.blobs == nil {
 		return gyre.Errorf(gyre.CodeUnavailable, "this server has no blob store configured")
 	}
-	body, err := streamBody(r, s.cfg.MaxBodyBytes)
+	body, err := streamBody(r, s.cfg.MaxBlobBytes)
 	if err != nil {
 		return err
 	}
 	defer body.Close()
-	sum, size, err := s.blobs.PutContent(r.Context(), eval.BlobPrefix(p.TenantID), body)
+	size, err := s.blobs.PutContentAs(r.Context(), eval.BlobPrefix(p.TenantID), want, body)
+	if errors.Is(err, blobstore.ErrDigestMismatch) {
+		return gyre.Errorf(gyre.CodeInvalidBody, "the body's sha256 is not %s; nothing was stored", want)
+	}
 	if err != nil {
 		return err
 	}
-	if sum != want {
-		return gyre.Errorf(gyre.CodeInvalidBody, "the body's sha256 is %s, not %s", sum, want)
-	}
+	sum := want
 	created, err := s.store.PutBlobRef(r.Context(), p.TenantID, sum, size)
 	if err != nil {
 		return err

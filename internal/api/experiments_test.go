@@ -71,8 +71,13 @@ func TestExperimentsAPI(t *testing.T) {
 				wantError(t, 422, gyre.CodeInvalidBody, "")
 			e.do(http.MethodPut, "/api/v1/blobs/NOTASHA", ev, strings.NewReader(traj)).wantError(t, 400, gyre.CodeInvalidPathParam, "")
 			e.do(http.MethodPut, "/api/v1/blobs/"+sum, rd, strings.NewReader(traj)).wantError(t, 403, gyre.CodeForbidden, "")
-			if keys := e.blobKeys(); !containsKey(keys, "blobs/"+e.tenant.ID+"/"+sum) {
-				t.Errorf("blob keys %v lack blobs/<tenant>/<sha256>", keys)
+			if keys := e.blobKeys(); !containsKey(keys, "blobs/"+e.tenant.ID+"/"+sum) || len(keys) != 1 {
+				t.Errorf("blob keys %v: want only blobs/<tenant>/<sha256> (a body under the wrong digest stores nothing)", keys)
+			}
+			// Trajectories may be far larger than the 4 MiB API body limit.
+			big := strings.Repeat("x", 5<<20)
+			if r := e.do(http.MethodPut, "/api/v1/blobs/"+sha256Hex(big), ev, strings.NewReader(big), "Content-Type", "application/octet-stream"); r.status != http.StatusCreated {
+				t.Fatalf("5 MiB blob: %d %s", r.status, r.body)
 			}
 
 			// Runs: in flight, then finished, idempotently.

@@ -51,7 +51,7 @@ func (s *Server) putFixture(w http.ResponseWriter, r *http.Request) error {
 	if s.blobs == nil {
 		return errNoBlobStore
 	}
-	body, err := streamBody(r, s.cfg.MaxBodyBytes)
+	body, err := streamBody(r, s.cfg.MaxBlobBytes)
 	if err != nil {
 		return err
 	}

@@ -20,6 +20,11 @@ import (
 	"github.com/gyrehq/gyre/internal/telemetry"
 )
 
+// DefaultMaxBlobBytes bounds the routes that stream a body into the blob
+// store (fixtures, blobs such as trajectories) instead of into memory: the
+// evaluator's trajectory limit (SPEC §7.2), counted after decompression.
+const DefaultMaxBlobBytes = 256 << 20
+
 // Defaults for the zero fields of Config.
 const (
 	DefaultMaxBodyBytes      = 4 << 20
@@ -39,6 +44,9 @@ type Config struct {
 	PublicURL string
 	// MaxBodyBytes caps request bodies, after decompression (default 4 MiB).
 	MaxBodyBytes int64
+	// MaxBlobBytes caps the bodies of the routes that stream into the blob
+	// store — fixtures and blobs (default 256 MiB).
+	MaxBlobBytes int64
 	// ReadHeaderTimeout bounds reading a request's headers (default 10 s).
 	ReadHeaderTimeout time.Duration
 	// ReadTimeout bounds reading a whole request, body included (default
@@ -74,6 +82,9 @@ func (c Config) WithDefaults() Config {
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	if c.MaxBlobBytes == 0 {
+		c.MaxBlobBytes = DefaultMaxBlobBytes
+	}
 	if c.MaxHeaderBytes == 0 {
 		c.MaxHeaderBytes = DefaultMaxHeaderBytes
 	}
@@ -89,7 +100,7 @@ func (c Config) WithDefaults() Config {
 // Validate reports the first field of c that cannot work.
 func (c Config) Validate() error {
 	switch {
-	case c.MaxBodyBytes < 0:
+	case c.MaxBodyBytes < 0 || c.MaxBlobBytes < 0:
 		return fmt.Errorf("max body bytes must be positive, not %d", c.MaxBodyBytes)
 	case c.MaxHeaderBytes < 0:
 		return fmt.Errorf("max header bytes must be positive, not %d", c.MaxHeaderBytes)
@@ -251,6 +262,9 @@ type access struct {
 	roles []gyre.Role
 	// quiet logs successful requests at debug level (probes, scrapes).
 	quiet bool
+	// blobBody gives the route the blob limit (Config.MaxBlobBytes)
+	// instead of the body limit: it streams into the blob store.
+	blobBody bool
 }
 
 var (
@@ -294,7 +308,11 @@ func (s *Server) handle(pattern string, a access, h handlerFunc) {
 		info := infoFrom(r.Context())
 		info.route = route
 		info.public = a.quiet
-		if err := bodyLimit(w, r, s.cfg.MaxBodyBytes); err != nil {
+		limit := s.cfg.MaxBodyBytes
+		if a.blobBody {
+			limit = s.cfg.MaxBlobBytes
+		}
+		if err := bodyLimit(w, r, limit); err != nil {
 			s.writeError(w, r, err)
 			return
 		}

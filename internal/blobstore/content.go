@@ -20,6 +20,18 @@ import (
 // the whole object or none. On S3 the move is one CopyObject, which limits
 // an object to 5 GiB; on the file backend it is a rename.
 func (s *Store) PutContent(ctx context.Context, prefix string, r io.Reader) (sha string, size int64, err error) {
+	return s.putContent(ctx, prefix, r, "")
+}
+
+// PutContentAs is PutContent for content whose digest the sender claims:
+// when the bytes hash to anything else it stores nothing and returns an
+// error wrapping ErrDigestMismatch.
+func (s *Store) PutContentAs(ctx context.Context, prefix, want string, r io.Reader) (size int64, err error) {
+	_, size, err = s.putContent(ctx, prefix, r, want)
+	return size, err
+}
+
+func (s *Store) putContent(ctx context.Context, prefix string, r io.Reader, want string) (sha string, size int64, err error) {
 	if err := ValidateKey(prefix); err != nil {
 		return "", 0, fmt.Errorf("put content: prefix: %w", err)
 	}
@@ -33,6 +45,9 @@ func (s *Store) PutContent(ctx context.Context, prefix string, r io.Reader) (sha
 	// is nothing left to delete).
 	defer s.deleteTmp(ctx, tmp)
 	sha = hex.EncodeToString(h.Sum(nil))
+	if want != "" && sha != want {
+		return "", size, fmt.Errorf("put content: %w: got %s, want %s", ErrDigestMismatch, sha, want)
+	}
 	key := prefix + "/" + sha
 	if s.scheme == "file" {
 		if err := s.publishFile(tmp, key, false); err != nil {
