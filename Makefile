@@ -3,7 +3,7 @@
 #   make test                 whole suite, race detector, against throwaway
 #                             PostgreSQL and S3 servers (scripts/testenv.sh)
 #   make test TESTFLAGS=-v    extra `go test` flags (also PKGS=./internal/...)
-#   make build | vet | fmt-check | bench | fuzz-smoke
+#   make build | vet | fmt-check | bench | bench-gateway | fuzz-smoke
 
 GO         ?= go
 PKGS       ?= ./...
@@ -15,12 +15,13 @@ BENCHFLAGS ?=
 FUZZ_TARGETS ?= ./internal/api:FuzzTurnsIntake ./internal/rollout:FuzzOutputIntake \
 	./flywheel:FuzzValidateProductionTurnBatch ./flywheel:FuzzValidateRolloutOutput \
 	./internal/jcs:FuzzCanonicalize ./internal/suite:FuzzParseSuite ./internal/grade:FuzzParseSpecs \
-	./internal/api:FuzzDecodeObject ./internal/auth:FuzzParseBearer ./internal/blobstore:FuzzValidateKey ./atif:FuzzValidate \
+	./internal/api:FuzzDecodeObject ./internal/auth:FuzzParseBearer ./internal/blobstore:FuzzValidateKey \
+	./internal/gateway:FuzzParseChatRequest ./internal/gateway:FuzzSSEStream ./atif:FuzzValidate \
 	./internal/eval:FuzzDecodeRunStatus ./internal/eval:FuzzWorkspacePath \
 	./flywheel:FuzzParseReport
 FUZZTIME     ?= 10s
 
-.PHONY: all test build vet fmt-check bench fuzz-smoke
+.PHONY: all test build vet fmt-check bench bench-gateway fuzz-smoke
 
 all: fmt-check vet build test
 
@@ -39,6 +40,13 @@ fmt-check:
 
 bench:
 	$(GO) test -run='^$$' -bench=. $(BENCHFLAGS) $(PKGS)
+
+# bench-gateway measures the latency the LLM gateway adds: the same load
+# sent to a local upstream stub directly and through the gateway (recording
+# on), non-streaming and streaming; e.g. GWBENCHFLAGS='-rate 1000 -duration 10s'.
+GWBENCHFLAGS ?=
+bench-gateway:
+	$(GO) run ./internal/gateway/gwbench $(GWBENCHFLAGS)
 
 fuzz-smoke:
 	@set -e; \
