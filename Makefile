@@ -18,7 +18,8 @@ FUZZ_TARGETS ?= ./internal/api:FuzzTurnsIntake ./internal/rollout:FuzzOutputInta
 	./internal/api:FuzzDecodeObject ./internal/auth:FuzzParseBearer ./internal/blobstore:FuzzValidateKey \
 	./internal/gateway:FuzzParseChatRequest ./internal/gateway:FuzzSSEStream ./atif:FuzzValidate \
 	./internal/eval:FuzzDecodeRunStatus ./internal/eval:FuzzWorkspacePath \
-	./flywheel:FuzzParseReport ./harnesskit:FuzzPostRuns ./harnesskit:FuzzListQuery
+	./flywheel:FuzzParseReport ./harnesskit:FuzzPostRuns ./harnesskit:FuzzListQuery \
+	./internal/harnesscheck:FuzzPathProblem ./internal/harnesscheck:FuzzTitleProbe
 FUZZTIME     ?= 10s
 
 .PHONY: all test build vet fmt-check bench bench-gateway fuzz-smoke

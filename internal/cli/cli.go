@@ -112,6 +112,8 @@ GYRE_CONFIG, then built-in defaults.`,
 		a.evalCommand(),
 		a.workerCommand(),
 		a.atifCommand(),
+		a.harnessCommand(),
+		a.lintCommand(),
 	)
 	return root
 }
