@@ -30,8 +30,14 @@ func (a *app) serveCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the control plane",
-		Long: `Run the gyre control plane: the admin API under /api/v1, /healthz, /readyz
-and /metrics, until SIGINT or SIGTERM, then drain in-flight requests and exit 0.
+		Long: `Run the gyre control plane: the admin API under /api/v1, the flywheel/1
+routes, the LLM gateway under /gw/ and the policy endpoint, /healthz, /readyz
+and /metrics, until SIGINT or SIGTERM, then drain in-flight requests, flush the
+gateway's records and exit 0.
+
+The gateway routes to the upstreams of the config file's upstreams: section
+(name, base_url, api_key_env, tenants, allow_private); upstreams exist only
+there, never in flags or the environment, because they carry secrets.
 
 The store is SQLite in --data unless --db names a PostgreSQL database; its
 migrations run at start. On the first start with an empty SQLite store, gyre

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
+	"github.com/gyrehq/gyre/internal/api"
 	"github.com/gyrehq/gyre/internal/gateway"
 )
 
@@ -188,7 +190,9 @@ func TestGateway_Streaming(t *testing.T) {
 func TestGateway_StreamWithoutDoneEndsCleanly(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, sqliteEngine, harnessOpts{})
-	h.up.set(func(w http.ResponseWriter, r *http.Request, body []byte) { streamText(w, body, []string{"a", "b"}, true) })
+	h.up.set(func(w http.ResponseWriter, r *http.Request, body []byte) {
+		streamText(w, body, []string{"a", "b"}, true)
+	})
 	rr := h.rollout(`,"policy":"p1"`)
 	r := h.do(http.MethodPost, "/gw/"+gatewayToken(rr)+"/v1/chat/completions", rr.APIKey,
 		[]byte(`{"model":"m","stream":true,"messages":[{"role":"user","content":"x"}]}`), "Accept", "application/json")
@@ -627,5 +631,82 @@ func TestGateway_DefaultPolicyAndClientShapes(t *testing.T) {
 	h.flush()
 	if v := h.view(rr.RolloutID); len(v.Gateway.Calls) != 1 || fmt.Sprint(v.Gateway.Calls[0].Consumed) != "[c1 c2 c3]" {
 		t.Errorf("calls = %+v", v.Gateway.Calls)
+	}
+}
+
+// TestGateway_StreamCountsWhenTheClientClosesAfterDone: clients close a
+// stream as soon as they read [DONE] (the OpenAI SDKs do); the completion
+// was delivered and counts.
+func TestGateway_StreamCountsWhenTheClientClosesAfterDone(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, sqliteEngine, harnessOpts{})
+	h.up.set(func(w http.ResponseWriter, r *http.Request, body []byte) { streamText(w, body, []string{"a"}, false) })
+	rr := h.rollout(`,"policy":"p1"`)
+	const n = 20
+	for range n {
+		req, _ := http.NewRequest(http.MethodPost, h.ts.URL+"/gw/"+gatewayToken(rr)+"/v1/chat/completions",
+			strings.NewReader(`{"model":"m","stream":true,"messages":[{"role":"user","content":"x"}]}`))
+		req.Header.Set("Authorization", "Bearer "+rr.APIKey)
+		resp, err := h.ts.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 1)
+		var got []byte
+		for !strings.HasSuffix(string(got), "data: [DONE]\n\n") {
+			n, err := resp.Body.Read(buf)
+			got = append(got, buf[:n]...)
+			if err != nil && !strings.HasSuffix(string(got), "data: [DONE]\n\n") {
+				t.Fatalf("read: %v after %q", err, got)
+			}
+		}
+		resp.Body.Close() // at once, before the end of the response
+	}
+	waitCall(t, h, rr.RolloutID, func(v view) bool { return len(v.Gateway.Calls) == n })
+	if v := h.view(rr.RolloutID); v.Gateway.Completions != n {
+		t.Errorf("%d of %d completions counted: %+v", v.Gateway.Completions, n, v.Gateway.Calls)
+	}
+}
+
+// TestGateway_StreamOutlastsTheServerReadTimeout: a stream longer than
+// the server's read timeout is not cut by it.
+func TestGateway_StreamOutlastsTheServerReadTimeout(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, sqliteEngine, harnessOpts{})
+	h.up.set(func(w http.ResponseWriter, r *http.Request, body []byte) {
+		startStream(w)
+		for range 6 {
+			sse(w, chunkJSON(`{"content":"x"}`, ""))
+			time.Sleep(100 * time.Millisecond)
+		}
+		sse(w, chunkJSON(`{}`, "stop"))
+		sse(w, "[DONE]")
+	})
+	srv, err := api.New(api.Config{ReadTimeout: 200 * time.Millisecond}, api.Deps{Store: h.st, Rollouts: h.svc, Gateway: h.gw, Blobs: h.blobs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = srv.Serve(ctx, ln); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	rr := h.rollout(`,"policy":"p1"`)
+	rr.LLMURL = "http://" + ln.Addr().String() + "/gw/" + gatewayToken(rr) + "/v1"
+	stream := h.client(rr).Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{Model: "m",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}})
+	n := 0
+	for stream.Next() {
+		n++
+	}
+	if err := stream.Err(); err != nil || n != 7 {
+		t.Fatalf("%d events, %v", n, err)
+	}
+	v := waitCall(t, h, rr.RolloutID, func(v view) bool { return len(v.Gateway.Calls) == 1 })
+	if !v.Gateway.Calls[0].Counted {
+		t.Errorf("call %+v", v.Gateway.Calls[0])
 	}
 }

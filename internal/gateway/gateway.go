@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -448,12 +447,4 @@ func readBody(r *http.Request, max int64) ([]byte, *apiError) {
 		return nil, tooLarge
 	}
 	return b, nil
-}
-
-// durationSince is a monotonic duration, 0 for an unset start.
-func durationSince(t time.Time) time.Duration {
-	if t.IsZero() {
-		return 0
-	}
-	return time.Since(t)
 }

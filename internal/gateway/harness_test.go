@@ -402,36 +402,39 @@ func (h *harness) submit(rr flywheel.RolloutRequest, output string) {
 	h.mustJSON(http.MethodPost, "/rollouts/"+rr.RolloutID+"/output", h.agent, output, http.StatusOK, "Lease-Token", lt)
 }
 
-// settle grades a submitted rollout and reconciles it: flushes make the
-// records durable and the watermark pass the seal.
+// settle runs the job queue until the submitted rollout is graded and
+// reconciled: flushes make the records durable and move the watermark
+// past the seal; the fake clock moves so that retried jobs are due.
 func (h *harness) settle(id string) {
 	h.t.Helper()
 	ctx := context.Background()
-	if _, err := h.svc.Grader().RunOnce(ctx, "test", time.Minute); err != nil {
-		h.t.Fatal(err)
-	}
-	for range 50 {
-		if err := h.gw.Recorder().Flush(ctx); err != nil {
+	for range 100 {
+		h.flush()
+		h.clk.Advance(time.Second)
+		if _, err := h.svc.Grader().RunOnce(ctx, "test", time.Minute); err != nil {
 			h.t.Fatal(err)
 		}
-		done, err := h.svc.Grader().ReconcileRollout(ctx, id)
-		if err != nil {
-			h.t.Fatal(err)
-		}
-		if done {
+		if v := h.view(id); v.Reconciliation != nil {
 			return
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
 	h.t.Fatalf("rollout %s did not reconcile", id)
 }
 
-// flush makes every record durable.
+// flush waits for the requests in flight (a client may have its answer
+// before the gateway has recorded it) and makes every record durable.
 func (h *harness) flush() {
 	h.t.Helper()
-	if err := h.gw.Recorder().Flush(context.Background()); err != nil {
-		h.t.Fatal(err)
+	for range 500 {
+		if err := h.gw.Recorder().Flush(context.Background()); err != nil {
+			h.t.Fatal(err)
+		}
+		if h.gw.Recorder().Idle() {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
+	h.t.Fatal("the gateway never became idle")
 }
 
 // view is GET /api/v1/rollouts/{id}.

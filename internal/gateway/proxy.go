@@ -294,7 +294,9 @@ func (c *call) whole(resp *http.Response) {
 	if werr == nil {
 		werr = http.NewResponseController(c.w).Flush()
 	}
-	if werr != nil || c.r.Context().Err() != nil {
+	// A client may close the connection as soon as it has the answer, so
+	// only a failed write or flush means it was not delivered.
+	if werr != nil {
 		c.finish(resp.StatusCode, false, ReasonClientDisconnected)
 		return
 	}
@@ -378,16 +380,22 @@ func (c *call) stream(resp *http.Response) {
 	h.Set("X-Accel-Buffering", "no")
 	copyAnswerHeaders(h, resp.Header)
 	h.Set("Content-Type", "text/event-stream")
+	// The headers go out with the first event, in one write.
 	c.w.WriteHeader(resp.StatusCode)
 	rc := http.NewResponseController(c.w)
-	werr := rc.Flush()
 	rd := newSSEReader(resp.Body, int(min(c.g.cfg.MaxResponseBytes, 1<<30)))
 	acc := &streamAcc{}
 	var (
+		werr     error
 		readErr  error
 		upErr    bool
 		tooLarge bool
 	)
+	relay := func(raw []byte) {
+		if _, werr = c.w.Write(raw); werr == nil {
+			werr = rc.Flush()
+		}
+	}
 	for werr == nil {
 		raw, data, hasData, err := rd.next()
 		if err != nil {
@@ -396,28 +404,40 @@ func (c *call) stream(resp *http.Response) {
 			}
 			break
 		}
-		if hasData && string(bytes.TrimSpace(data)) == "[DONE]" {
+		if !hasData {
+			relay(raw) // comments and keep-alives
+			continue
+		}
+		if string(bytes.TrimSpace(data)) == "[DONE]" {
 			break
 		}
-		if hasData {
-			var ch chunk
-			if json.Unmarshal(data, &ch) == nil {
-				if len(ch.Error) > 0 && !isNull(ch.Error) {
-					upErr = true
-				}
-				acc.add(&ch, len(data))
-				if int64(acc.size) > c.g.cfg.MaxResponseBytes {
-					tooLarge = true
-					break
-				}
-				if len(ch.Choices) == 0 && len(ch.Usage) > 0 && !isNull(ch.Usage) && !c.fwd.clientUsage {
-					continue // the usage chunk the client did not ask for
-				}
+		// An event goes out before it is parsed, unless it may be the
+		// usage chunk the client did not ask for, which is dropped.
+		strip := !c.fwd.clientUsage && mayBeUsageOnly(data)
+		if !strip {
+			relay(raw)
+		}
+		var ch chunk
+		if json.Unmarshal(data, &ch) != nil {
+			if strip {
+				relay(raw)
 			}
+			continue
 		}
-		if _, werr = c.w.Write(raw); werr == nil {
-			werr = rc.Flush()
+		if len(ch.Error) > 0 && !isNull(ch.Error) {
+			upErr = true
 		}
+		acc.add(&ch, len(data))
+		if int64(acc.size) > c.g.cfg.MaxResponseBytes {
+			tooLarge = true
+			break
+		}
+		if strip && (len(ch.Choices) > 0 || len(ch.Usage) == 0 || isNull(ch.Usage)) {
+			relay(raw) // not the usage chunk after all
+		}
+	}
+	if werr == nil && acc.size == 0 && readErr == nil {
+		werr = rc.Flush() // an empty stream still gets its headers
 	}
 	c.ended = time.Now()
 	c.response = acc.response()
@@ -456,10 +476,18 @@ func (c *call) stream(resp *http.Response) {
 	}
 }
 
-// endStream writes the last event and reports whether it was delivered.
+// mayBeUsageOnly reports whether an event's data may be the usage chunk
+// include_usage adds: one whose choices are empty.
+func mayBeUsageOnly(data []byte) bool {
+	return bytes.Contains(data, []byte(`"choices":[]`)) || bytes.Contains(data, []byte(`"choices": []`))
+}
+
+// endStream writes the last event and reports whether it was written and
+// flushed. Clients close the stream as soon as they read [DONE] (OpenAI
+// SDKs do), so the context ending afterwards says nothing about delivery.
 func (c *call) endStream(rc *http.ResponseController, ev []byte) bool {
 	if _, err := c.w.Write(ev); err != nil {
 		return false
 	}
-	return rc.Flush() == nil && c.ctx.Err() == nil
+	return rc.Flush() == nil
 }

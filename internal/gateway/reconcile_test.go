@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -15,7 +16,10 @@ import (
 	_ "modernc.org/sqlite" // the database/sql driver, to set a promoted policy
 
 	"github.com/gyrehq/gyre"
+	"github.com/gyrehq/gyre/flywheel"
+	"github.com/gyrehq/gyre/internal/api"
 	"github.com/gyrehq/gyre/internal/gateway"
+	"github.com/gyrehq/gyre/internal/rollout"
 	"github.com/gyrehq/gyre/internal/store/storeopen"
 )
 
@@ -67,10 +71,10 @@ func TestReconciliation_Outcomes(t *testing.T) {
 	})
 }
 
-// TestReconciliation_WaitsForRecordsThroughTheJobQueue: while a replica
-// has not flushed past the seal, the verdicts are stored but the
-// reconciliation and training grade stay null; the reconcile job decides
-// once the records are durable.
+// TestReconciliation_WaitsForRecordsThroughTheJobQueue: grading waits for
+// the gateway records its verdicts read, up to GradeWait; then the
+// verdicts are stored while the reconciliation and training grade stay
+// null, and the reconcile job decides once the records are durable.
 func TestReconciliation_WaitsForRecordsThroughTheJobQueue(t *testing.T) {
 	t.Parallel()
 	forEachEngine(t, func(t *testing.T, eng engine) {
@@ -81,19 +85,26 @@ func TestReconciliation_WaitsForRecordsThroughTheJobQueue(t *testing.T) {
 		complete(t, cl) // the first counted completion is durable; this one waits in memory
 		h.submit(rr, `{"final_text":"refund issued","tool_calls":[],"llm_call_count":2}`)
 		ctx := context.Background()
-		if n, err := h.svc.Grader().RunOnce(ctx, "test", time.Minute); err != nil || n != 1 {
-			t.Fatalf("RunOnce = %d, %v", n, err)
+		run := func() {
+			t.Helper()
+			if _, err := h.svc.Grader().RunOnce(ctx, "test", time.Minute); err != nil {
+				t.Fatal(err)
+			}
 		}
+		run()
+		if v := h.view(rr.RolloutID); v.State != "submitted" {
+			t.Fatalf("graded before the records were durable and before the wait was over: %s", v.State)
+		}
+		h.clk.Advance(rollout.GradeWait)
+		run()
 		v := h.view(rr.RolloutID)
 		if v.State != "graded" || v.Reconciliation != nil || v.TrainingGrade != nil || !slices.Contains(v.Reasons, "reconciliation_pending") {
-			t.Fatalf("before the flush: state %s reconciliation %v training_grade %v reasons %v",
+			t.Fatalf("after the wait: state %s reconciliation %v training_grade %v reasons %v",
 				v.State, deref(v.Reconciliation), deref(v.TrainingGrade), v.Reasons)
 		}
 		h.flush()
 		h.clk.Advance(time.Second) // the reconcile job's retry is due
-		if n, err := h.svc.Grader().RunOnce(ctx, "test", time.Minute); err != nil || n != 1 {
-			t.Fatalf("RunOnce = %d, %v", n, err)
-		}
+		run()
 		v = h.view(rr.RolloutID)
 		if deref(v.Reconciliation) != "on_policy" || v.TrainingGrade == nil || !*v.TrainingGrade {
 			t.Fatalf("after the flush: reconciliation %v training_grade %v reasons %v", deref(v.Reconciliation), deref(v.TrainingGrade), v.Reasons)
@@ -122,8 +133,14 @@ func TestReconciliation_CrashBeforeFlushIsNeverOnPolicy(t *testing.T) {
 				h.clk.Advance(time.Second)
 				h.submit(rr, `{"final_text":"refund issued","tool_calls":[],"llm_call_count":`+reported+`}`)
 				ctx := context.Background()
-				if _, err := h.svc.Grader().RunOnce(ctx, "test", time.Minute); err != nil {
-					t.Fatal(err)
+				for _, wait := range []time.Duration{0, rollout.GradeWait} {
+					h.clk.Advance(wait) // then grading stops waiting for the records
+					if _, err := h.svc.Grader().RunOnce(ctx, "test", time.Minute); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if v := h.view(rr.RolloutID); v.State != "graded" || v.Reconciliation != nil {
+					t.Fatalf("state %s reconciliation %v, want graded and undecided", v.State, deref(v.Reconciliation))
 				}
 				if done, err := h.svc.Grader().ReconcileRollout(ctx, rr.RolloutID); err != nil || done {
 					t.Fatalf("reconciled while the replica is alive and unflushed: %v %v", done, err)
@@ -165,6 +182,10 @@ func TestProductionEndpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
+	db.SetMaxOpenConns(1) // one connection, so the busy timeout holds for every statement
+	if _, err := db.Exec(`PRAGMA busy_timeout = 10000`); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := db.Exec(`UPDATE agents SET promoted_policy = 'p2' WHERE agent_id = 'agent-1'`); err != nil {
 		t.Fatal(err)
 	}
@@ -291,4 +312,82 @@ func TestGateway_NoSecretInLogsOrMetrics(t *testing.T) {
 			t.Errorf("metrics lack %s", m)
 		}
 	}
+}
+
+// TestReplicas_RevocationAndReconciliationAcrossReplicas: two gateway
+// replicas share one store. A stream admitted on one is cut when the
+// rollout is cancelled through the other, and a rollout both served is
+// reconciled only once both have flushed past its seal.
+func TestReplicas_RevocationAndReconciliationAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	forEachEngine(t, func(t *testing.T, eng engine) {
+		h := newHarness(t, eng, harnessOpts{})
+		// Replica B: its own gateway (never flushing on its own) and server.
+		gwB, err := gateway.New(gateway.Config{NoFlush: true, ReplicaID: "b",
+			Upstreams: []gateway.Upstream{{Name: "stub", BaseURL: h.up.ts.URL + "/v1", AllowPrivate: true}}},
+			gateway.Deps{Store: h.st, Blobs: h.blobs, Clock: tickClock{h.clk}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := gwB.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = gwB.Stop(context.Background()) })
+		srvB, err := api.New(api.Config{}, api.Deps{Store: h.st, Clock: tickClock{h.clk}, Rollouts: h.svc, Gateway: gwB, Blobs: h.blobs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tsB := httptest.NewServer(srvB.Handler())
+		t.Cleanup(tsB.Close)
+		onB := func(rr flywheel.RolloutRequest) *openai.Client {
+			rr.LLMURL = tsB.URL + "/gw/" + gatewayToken(rr) + "/v1"
+			return h.client(rr)
+		}
+
+		// Reconciliation waits for both replicas.
+		rr := h.rollout(`,"policy":"p1"`)
+		complete(t, h.client(rr))
+		complete(t, onB(rr))
+		h.flush()
+		h.clk.Advance(time.Second)
+		h.submit(rr, `{"final_text":"refund issued","tool_calls":[],"llm_call_count":2}`)
+		ctx := context.Background()
+		if _, err := h.svc.Grader().RunOnce(ctx, "test", time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		h.flush() // replica A is past the seal; B is not
+		if done, err := h.svc.Grader().ReconcileRollout(ctx, rr.RolloutID); err != nil || done {
+			t.Fatalf("reconciled before replica B flushed: %v %v", done, err)
+		}
+		if err := gwB.Recorder().Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		h.clk.Advance(rollout.GradeWait)
+		h.settle(rr.RolloutID)
+		if v := h.view(rr.RolloutID); deref(v.Reconciliation) != "on_policy" || v.Gateway.Completions != 2 {
+			t.Fatalf("reconciliation %v, gateway %+v", deref(v.Reconciliation), v.Gateway)
+		}
+
+		// A stream on B is cut when the rollout is cancelled through A.
+		cancelled := make(chan struct{})
+		h.up.set(func(w http.ResponseWriter, r *http.Request, body []byte) {
+			startStream(w)
+			sse(w, chunkJSON(`{"role":"assistant","content":"first"}`, ""))
+			<-r.Context().Done()
+			close(cancelled)
+		})
+		rr2 := h.rollout(`,"policy":"p1"`)
+		stream := onB(rr2).Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{Model: "m",
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}})
+		if !stream.Next() {
+			t.Fatalf("first event: %v", stream.Err())
+		}
+		h.mustJSON(http.MethodPost, "/api/v1/rollouts/"+rr2.RolloutID+"/cancel", h.admin, "", http.StatusOK)
+		for stream.Next() {
+		}
+		if err := stream.Err(); err == nil || !strings.Contains(err.Error(), gateway.CodeCredentialExpired) {
+			t.Fatalf("stream on replica B after cancellation through A: %v", err)
+		}
+		<-cancelled
+	})
 }

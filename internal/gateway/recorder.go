@@ -206,6 +206,14 @@ func (r *Recorder) Pending() int {
 	return len(r.pending) + len(r.inTransit)
 }
 
+// Idle reports whether no request is in flight and every record is
+// durable.
+func (r *Recorder) Idle() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.inflight) == 0 && len(r.pending) == 0 && len(r.inTransit) == 0
+}
+
 // full reports whether no more records can wait.
 func (r *Recorder) full() bool {
 	r.mu.Lock()

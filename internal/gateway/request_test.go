@@ -49,27 +49,27 @@ func TestForward_ReplacesOnlyWhatThePolicySays(t *testing.T) {
 		added       []string
 	}{
 		{
-			name: "replace in place, append what is missing, keep the rest byte for byte",
-			body: `{"model":"gpt-x", "x_unknown" : {"b":1,"a":[1.50,"\u00e9"]},"temperature":0.2,"messages":[{"role":"user","content":"hi"}]}`,
-			want: `{"model":"served","x_unknown":{"b":1,"a":[1.50,"\u00e9"]},"temperature":0.7,"messages":[{"content":"hi","role":"user"}],"seed":42}`,
+			name:  "replace in place, append what is missing, keep the rest byte for byte",
+			body:  `{"model":"gpt-x", "x_unknown" : {"b":1,"a":[1.50,"\u00e9"]},"temperature":0.2,"messages":[{"role":"user","content":"hi"}]}`,
+			want:  `{"model":"served","x_unknown":{"b":1,"a":[1.50,"\u00e9"]},"temperature":0.7,"messages":[{"content":"hi","role":"user"}],"seed":42}`,
 			agent: map[string]string{"model": `"gpt-x"`, "temperature": `0.2`}, added: []string{"seed"},
 		},
 		{
-			name: "streams ask for usage",
-			body: `{"messages":[],"stream":true}`,
-			want: `{"messages":[],"stream":true,"model":"served","seed":42,"temperature":0.7,"stream_options":{"include_usage":true}}`,
+			name:  "streams ask for usage",
+			body:  `{"messages":[],"stream":true}`,
+			want:  `{"messages":[],"stream":true,"model":"served","seed":42,"temperature":0.7,"stream_options":{"include_usage":true}}`,
 			agent: map[string]string{}, added: []string{"model", "seed", "temperature", "stream_options"},
 		},
 		{
-			name: "other stream options are kept",
-			body: `{"messages":[],"stream":true,"stream_options":{"x":1,"include_usage":false},"model":"m"}`,
-			want: `{"messages":[],"stream":true,"stream_options":{"x":1,"include_usage":true},"model":"served","seed":42,"temperature":0.7}`,
+			name:  "other stream options are kept",
+			body:  `{"messages":[],"stream":true,"stream_options":{"x":1,"include_usage":false},"model":"m"}`,
+			want:  `{"messages":[],"stream":true,"stream_options":{"x":1,"include_usage":true},"model":"served","seed":42,"temperature":0.7}`,
 			agent: map[string]string{"stream_options": `{"x":1,"include_usage":false}`, "model": `"m"`}, added: []string{"seed", "temperature"},
 		},
 		{
-			name: "a client that asked for usage keeps it",
-			body: `{"messages":[],"stream":true,"stream_options":{"include_usage":true}}`,
-			want: `{"messages":[],"stream":true,"stream_options":{"include_usage":true},"model":"served","seed":42,"temperature":0.7}`,
+			name:        "a client that asked for usage keeps it",
+			body:        `{"messages":[],"stream":true,"stream_options":{"include_usage":true}}`,
+			want:        `{"messages":[],"stream":true,"stream_options":{"include_usage":true},"model":"served","seed":42,"temperature":0.7}`,
 			clientUsage: true, agent: map[string]string{}, added: []string{"model", "seed", "temperature"},
 		},
 	}

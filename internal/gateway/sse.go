@@ -170,16 +170,16 @@ type streamAcc struct {
 }
 
 type choiceAcc struct {
-	index                        int
-	role                         string
-	content, refusal, reasoning  strings.Builder
-	hasContent, hasRefusal       bool
-	hasReasoning                 bool
-	tools                        []*toolAcc
-	finish                       *string
-	logprobs                     []json.RawMessage
-	hasLogprobs                  bool
-	tokenIDs                     []json.Number
+	index                       int
+	role                        string
+	content, refusal, reasoning strings.Builder
+	hasContent, hasRefusal      bool
+	hasReasoning                bool
+	tools                       []*toolAcc
+	finish                      *string
+	logprobs                    []json.RawMessage
+	hasLogprobs                 bool
+	tokenIDs                    []json.Number
 }
 
 type toolAcc struct {

@@ -88,7 +88,9 @@ func (g *Grader) RunOnce(ctx context.Context, owner string, lease time.Duration)
 		case store.JobReconcile:
 			done, err = g.ReconcileRollout(ctx, j.SubjectID)
 		default:
-			err = g.GradeRollout(ctx, j.SubjectID)
+			if done, err = g.recordsSettled(ctx, j.SubjectID); err == nil && done {
+				err = g.GradeRollout(ctx, j.SubjectID)
+			}
 		}
 		if err != nil {
 			g.log.LogAttrs(ctx, slog.LevelError, "rollout job failed", slog.String("job", j.Kind),
@@ -120,11 +122,36 @@ func (g *Grader) RunOnce(ctx context.Context, owner string, lease time.Duration)
 // tried again: about one gateway flush interval.
 const reconcileWait = 200 * time.Millisecond
 
+// GradeWait bounds how long grading waits for a rollout's gateway records
+// to be durable. Verdicts read the gateway's count of completions
+// (max_llm_calls, max_steps), so they wait for it, but no longer than
+// this: a replica slow to flush delays only the reconciliation, which a
+// reconcile job finishes later.
+const GradeWait = 3 * time.Second
+
+// recordsSettled reports whether a rollout's grading may start: every
+// gateway replica that served it is done with it, or GradeWait has passed
+// since it was sealed.
+func (g *Grader) recordsSettled(ctx context.Context, rolloutID string) (bool, error) {
+	seal, err := g.store.SealGateway(ctx, rolloutID)
+	if err != nil {
+		return false, err
+	}
+	if seal.Ready {
+		return true, nil
+	}
+	now, err := g.store.LeaseClock(ctx)
+	if err != nil {
+		return false, err
+	}
+	return now.Sub(seal.SealedAt) >= GradeWait, nil
+}
+
 // GradeRollout grades one accepted rollout with its task's frozen
-// verifier suite and stores the verdicts at once, then reconciles its LLM
-// calls and decides its training grade when the gateway records allow;
-// otherwise a reconcile job finishes that (SPEC §6.3), so verdicts never
-// wait for records.
+// verifier suite and stores the verdicts, then reconciles its LLM calls
+// and decides its training grade when the gateway records allow;
+// otherwise a reconcile job finishes that (SPEC §6.3). The job queue calls
+// it once the records are durable or GradeWait has passed.
 func (g *Grader) GradeRollout(ctx context.Context, rolloutID string) error {
 	in, err := g.store.GradingInput(ctx, rolloutID)
 	if err != nil {

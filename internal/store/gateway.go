@@ -70,9 +70,9 @@ type GatewayUsage struct {
 // mints ID, so writing a record twice (a provisional record made durable
 // before the answer, then its final form) updates it in place.
 type GatewayRecord struct {
-	ID        string
-	TenantID  string
-	AgentID   string
+	ID       string
+	TenantID string
+	AgentID  string
 	// RolloutID is nil for production traffic (the policy endpoint).
 	RolloutID *string
 	ReplicaID string

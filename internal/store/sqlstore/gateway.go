@@ -430,13 +430,13 @@ const gatewayCallCols = `id, tenant_id, rollout_id, agent_id, seq, replica_id, p
 
 func scanGatewayCall(row scanner) (store.GatewayCall, error) {
 	var (
-		c                   store.GatewayCall
-		received            int64
-		firstByte, done     sql.NullInt64
-		usage, fp           sql.NullString
-		emitted, consumed   string
-		tokens              sql.NullInt64
-		cost                sql.NullFloat64
+		c                 store.GatewayCall
+		received          int64
+		firstByte, done   sql.NullInt64
+		usage, fp         sql.NullString
+		emitted, consumed string
+		tokens            sql.NullInt64
+		cost              sql.NullFloat64
 	)
 	if err := row.Scan(&c.ID, &c.TenantID, &c.RolloutID, &c.AgentID, &c.Seq, &c.ReplicaID, &c.Policy, &c.Upstream,
 		&c.Model, &c.RequestedModel, &c.Status, &c.Counted, &c.Reason, &c.Stream, &received, &firstByte, &done,
