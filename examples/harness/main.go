@@ -1,15 +1,15 @@
 // Command harness is an example Harness API v1 server built with
-// harnesskit: a support-desk agent with two tools (lookup_order,
-// issue_refund) over an in-memory order system. With OPENAI_BASE_URL or
-// OPENAI_API_KEY set it asks an OpenAI-compatible model; otherwise it runs
-// a deterministic rule-based policy, so it works offline. See README.md.
+// harnesskit: the support-desk agent of package desk, with two tools
+// (lookup_order, issue_refund) over an in-memory order system. With
+// OPENAI_BASE_URL or OPENAI_API_KEY set it asks an OpenAI-compatible model
+// (package llm); otherwise it runs the desk's deterministic rule-based
+// policy, so it works offline. See README.md.
 //
 //	go run ./examples/harness --addr 127.0.0.1:8080 --api-key dev-key
 package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -22,28 +22,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gyrehq/gyre/examples/harness/desk"
+	"github.com/gyrehq/gyre/examples/harness/desk/llm"
 	"github.com/gyrehq/gyre/harnesskit"
 )
 
 // defaultModel is the model asked when OPENAI_MODEL and --model are unset.
 const defaultModel = "gpt-4.1-mini"
-
-// rulesModel is what runs report when no model is configured.
-const rulesModel = "rules-v1"
-
-// inputSchema is the run input the desk accepts.
-const inputSchema = `{
-  "type": "object",
-  "required": ["question"],
-  "properties": {
-    "question": {"type": "string", "minLength": 1, "description": "The customer's message."},
-    "customer": {"type": "string", "description": "The customer's id, listed as the run's user_id."},
-    "conversation_id": {"type": "string", "description": "Groups the runs of one conversation in GET /runs."}
-  }
-}`
-
-// checkInput is the input "gyre harness check" sends.
-const checkInput = `{"question":"Order 1042 arrived broken. Can I get a refund?"}`
 
 // config is everything the command reads from flags and the environment.
 type config struct {
@@ -84,34 +69,23 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	return c, nil
 }
 
-// newServer builds the harness for c.
+// newServer builds the harness for c: the desk on a model when one is
+// configured, else on its rules.
 func newServer(c config, log *slog.Logger) (*harnesskit.Server, error) {
-	d := &desk{policy: rules{}, now: time.Now}
-	opts := harnesskit.Options{
-		Agent:             "support-desk",
-		AgentVersion:      "1.0.0",
-		Model:             rulesModel,
-		InputSchema:       json.RawMessage(inputSchema),
-		CheckInput:        json.RawMessage(checkInput),
-		ToolCalls:         true,
-		Artifacts:         true,
-		ToolDefinitions:   tools,
+	dc := desk.Config{
 		MaxConcurrentRuns: c.maxConcurrentRuns,
 		APIKey:            c.apiKey,
 		WorkspaceDir:      c.workspaceDir,
 		Logger:            log,
 	}
 	if c.usesModel() {
-		p, err := newLLM(c.openAIBaseURL, c.openAIKey)
+		p, err := llm.New(c.openAIBaseURL, c.openAIKey)
 		if err != nil {
 			return nil, err
 		}
-		d.policy = p
-		opts.Model = c.model
-		opts.ModelOverride = true
-		opts.TokenUsage = true
+		dc.Policy, dc.Model = p, c.model
 	}
-	return harnesskit.New(d, opts)
+	return desk.New(dc)
 }
 
 // serve listens on c.addr and serves the harness until ctx ends, then

@@ -114,6 +114,7 @@ GYRE_CONFIG, then built-in defaults.`,
 		a.atifCommand(),
 		a.harnessCommand(),
 		a.lintCommand(),
+		a.demoCommand(),
 	)
 	return root
 }

@@ -1,4 +1,4 @@
-package main
+package desk
 
 import (
 	"context"
@@ -8,11 +8,14 @@ import (
 	"strings"
 )
 
-// rules is the offline policy: a deterministic support-desk script. It
+// Rules is the offline policy: a deterministic support-desk script. It
 // finds the order number in the customer's message (attached files
 // included), looks the order up, refunds it when asked and allowed, and
 // answers. Its turns are marked deterministic (ATIF llm_call_count 0).
-type rules struct{}
+//
+// It is deliberately naive: it reads the first order number only, and any
+// mention of a refund or damage as a request for one, even a negated one.
+type Rules struct{}
 
 var (
 	orderNumber  = regexp.MustCompile(`(?i)(?:order\s*(?:number|no\.?|#)?\s*:?\s*#?|#)(\d{3,})`)
@@ -20,33 +23,33 @@ var (
 	refundIntent = regexp.MustCompile(`(?i)\b(refund|money back|reimburse|broken|damaged|defective|cracked|return)`)
 )
 
-// next decides from the last user message and the tool results so far.
-func (rules) next(_ context.Context, _ string, history []message) (turn, error) {
+// Next decides from the last user message and the tool results so far.
+func (Rules) Next(_ context.Context, _ string, history []Message) (Turn, error) {
 	var user string
 	results := map[string]map[string]any{} // tool name -> last result
 	calls := map[string]string{}           // tool call id -> tool name
 	for _, m := range history {
-		switch m.role {
+		switch m.Role {
 		case "user":
-			user = m.content
+			user = m.Content
 		case "assistant":
-			for _, c := range m.toolCalls {
-				calls[c.id] = c.name
+			for _, c := range m.ToolCalls {
+				calls[c.ID] = c.Name
 			}
 		case "tool":
 			var r map[string]any
-			if json.Unmarshal([]byte(m.content), &r) == nil {
-				results[calls[m.toolCallID]] = r
+			if json.Unmarshal([]byte(m.Content), &r) == nil {
+				results[calls[m.ToolCallID]] = r
 			}
 		}
 	}
-	say := func(format string, args ...any) (turn, error) {
-		return turn{text: fmt.Sprintf(format, args...), deterministic: true}, nil
+	say := func(format string, args ...any) (Turn, error) {
+		return Turn{Text: fmt.Sprintf(format, args...), Deterministic: true}, nil
 	}
-	call := func(name string, args map[string]string) (turn, error) {
+	call := func(name string, args map[string]string) (Turn, error) {
 		b, _ := json.Marshal(args)
 		id := fmt.Sprintf("call_%d", len(calls)+1)
-		return turn{calls: []toolCall{{id: id, name: name, args: b}}, deterministic: true}, nil
+		return Turn{Calls: []ToolCall{{ID: id, Name: name, Args: b}}, Deterministic: true}, nil
 	}
 
 	id := findOrder(user)
