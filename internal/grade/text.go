@@ -4,16 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
-	"time"
 
-	"github.com/dlclark/regexp2"
 	"github.com/santhosh-tekuri/jsonschema/v6"
-)
 
-// ecmaMatchTimeout bounds a pattern that only the ECMA-262 engine compiles.
-const ecmaMatchTimeout = 100 * time.Millisecond
+	"github.com/gyrehq/gyre/internal/schema"
+)
 
 // target is where a text grader reads: the answer text, or a JSON Pointer
 // into output.
@@ -62,38 +58,12 @@ func (t target) text(v *view) (s string, abstainCode string) {
 	return text(val), ""
 }
 
-// matcher is a compiled regex: RE2 when the pattern compiles there, else
-// ECMA-262 (regexp2) with a match timeout.
-type matcher struct {
-	re2  *regexp.Regexp
-	ecma *regexp2.Regexp
-}
-
-func compileMatcher(p string) (matcher, error) {
-	if re, err := regexp.Compile(p); err == nil {
-		return matcher{re2: re}, nil
-	}
-	re, err := regexp2.Compile(p, regexp2.ECMAScript)
-	if err != nil {
-		return matcher{}, err
-	}
-	re.MatchTimeout = ecmaMatchTimeout
-	return matcher{ecma: re}, nil
-}
-
-func (m matcher) match(s string) (bool, error) {
-	if m.re2 != nil {
-		return m.re2.MatchString(s), nil
-	}
-	return m.ecma.MatchString(s)
-}
-
 // textGrader is exact, contains, icontains, not_contains and regex.
 type textGrader struct {
 	kind  string
 	value string
 	lower string
-	re    matcher
+	re    *schema.Pattern // RE2, else ECMA-262 with a match timeout (SPEC §2)
 	at    target
 }
 
@@ -110,7 +80,7 @@ func parseText(kind string) func(c *config) (grader, error) {
 		case "icontains":
 			g.lower = strings.ToLower(val)
 		case "regex":
-			m, err := compileMatcher(val)
+			m, err := schema.CompilePattern(val)
 			if err != nil {
 				return nil, c.errf("value", "pattern does not compile: %v", err)
 			}
@@ -143,7 +113,7 @@ func (g *textGrader) grade(_ context.Context, v *view, _ *Env) Verdict {
 		found := strings.Contains(s, g.value)
 		return judged(!found, fmt.Sprintf("%s %s %q", where, cond(found, "contains", "does not contain"), g.value))
 	case "regex":
-		ok, err := g.re.match(s)
+		ok, err := g.re.Match(s)
 		if err != nil {
 			return abstain(ReasonRegexTimeout)
 		}
