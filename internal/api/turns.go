@@ -61,9 +61,8 @@ func (s *Server) postTurns(w http.ResponseWriter, r *http.Request) error {
 		var ce *store.TurnConflictError
 		if errors.As(err, &ce) {
 			return gyre.Errorf(gyre.CodeTurnConflict,
-				"turn %d has turn_id %q, under which gyre already holds a different turn for agent_id %q "+
-					"(stored before, or earlier in this batch); nothing in the batch was stored. "+
-					"Resend a turn unchanged, or give a different turn a new turn_id",
+				"turn %d differs from the turn with turn_id %q that agent_id %q already has "+
+					"(stored, or earlier in this batch); nothing in the batch was stored",
 				ce.Index, ce.TurnID, batch.agentID).AtPointer("/turns/" + strconv.Itoa(ce.Index))
 		}
 		return err
@@ -143,17 +142,16 @@ func peekAgentID(raw []byte) (string, bool) {
 	w := jsonWalker{src: raw}
 	var id string
 	found := false
-	err := w.members(0, func(key string, start, end int) error {
-		if key == "agent_id" && !found {
-			found = true
-			var err error
-			id, err = w.stringAt(start, end)
-			if err != nil {
-				return err
-			}
-			return errStopWalk
+	_, err := w.members(0, func(name string, start int) (int, error) {
+		end, err := w.skip(start)
+		if err != nil || name != "agent_id" {
+			return end, err
 		}
-		return nil
+		found = true
+		if id, err = w.stringAt(start, end); err != nil {
+			return end, err
+		}
+		return end, errStopWalk
 	})
 	return id, found && (err == nil || errors.Is(err, errStopWalk))
 }
@@ -166,21 +164,23 @@ func readTurnBatch(raw []byte) (turnBatch, error) {
 	var b turnBatch
 	w := jsonWalker{src: raw}
 	c := turnCanon{w: jsonWalker{src: raw, names: make(map[string]string, 32)}}
-	err := w.members(0, func(key string, start, end int) error {
-		switch key {
+	_, err := w.members(0, func(name string, start int) (int, error) {
+		switch name {
 		case "agent_id":
-			id, err := w.stringAt(start, end)
-			b.agentID = id
-			return err
+			end, err := w.skip(start)
+			if err == nil {
+				b.agentID, err = w.stringAt(start, end)
+			}
+			return end, err
 		case "turns":
 			b.turns = make([]store.NewTurn, 0, store.MaxTurnsPerBatch)
-			return w.elements(start, func(start, end int) error {
-				nt, err := c.turn(start, end)
+			return w.elements(start, func(start int) (int, error) {
+				nt, end, err := c.turn(start)
 				b.turns = append(b.turns, nt)
-				return err
+				return end, err
 			})
 		}
-		return nil
+		return w.skip(start)
 	})
 	switch {
 	case err != nil:
@@ -197,32 +197,34 @@ type turnCanon struct {
 	w       jsonWalker
 	dst     []byte
 	scratch []canonMember
-	// top receives the members of the outermost object, in text order.
-	top func(key string, start, end int) error
+	// top, if set, receives each member of the outermost object, in text
+	// order, with its value's span.
+	top func(name string, start, end int) error
 }
 
-// canonMember is an object member waiting to be written in key order.
+// canonMember is an object member waiting to be written in name order.
 type canonMember struct {
-	key        string
+	name       string
 	start, end int // the value's bytes
 }
 
 // maxCanonDepth is how deeply objects and arrays may nest in a turn that
 // turnCanon canonicalizes itself. It reads an object's member values once
-// to find them and again to write them in key order, so nested objects
-// are read once per enclosing object; deeper turns (not seen in practice)
-// go to jcs, which builds a tree instead, so that the work stays linear in
+// to find them and again to write them in name order, so a nested value is
+// read once per enclosing object; deeper turns (not seen in practice) go
+// to jcs, which builds a tree instead, so that the work stays linear in
 // the size of the body whatever its shape.
 const maxCanonDepth = 24
 
 var errCanonTooDeep = errors.New("nested too deeply for turnCanon")
 
-// turn returns the NewTurn of the turn at src[start:end].
-func (c *turnCanon) turn(start, end int) (store.NewTurn, error) {
-	nt := store.NewTurn{Body: c.w.src[start:end:end]}
-	members := func(key string, vs, ve int) error {
+// turn returns the NewTurn of the turn whose text starts at src[start:],
+// and the offset just past it.
+func (c *turnCanon) turn(start int) (store.NewTurn, int, error) {
+	var nt store.NewTurn
+	member := func(name string, vs, ve int) error {
 		var dst *string
-		switch key {
+		switch name {
 		case "turn_id":
 			dst = &nt.TurnID
 		case "conversation_id":
@@ -238,24 +240,35 @@ func (c *turnCanon) turn(start, end int) (store.NewTurn, error) {
 		*dst, err = c.w.stringAt(vs, ve)
 		return err
 	}
-	c.dst, c.scratch, c.top = c.dst[:0], c.scratch[:0], members
-	_, err := c.value(start, 0)
+	start = c.w.space(start)
+	c.dst, c.scratch, c.top = c.dst[:0], c.scratch[:0], member
+	end, err := c.value(start, 0)
 	c.top = nil
 	if errors.Is(err, errCanonTooDeep) {
-		nt.TurnID, nt.ConversationID, nt.TaskID, nt.OccurredAt = "", "", "", ""
-		if err = c.w.members(start, members); err == nil {
-			c.dst, err = jcs.Canonicalize(nt.Body)
+		nt = store.NewTurn{}
+		if end, err = c.w.skip(start); err == nil {
+			_, err = c.w.members(start, func(name string, vs int) (int, error) {
+				ve, err := c.w.skip(vs)
+				if err == nil {
+					err = member(name, vs, ve)
+				}
+				return ve, err
+			})
+		}
+		if err == nil {
+			c.dst, err = jcs.Canonicalize(c.w.src[start:end])
 		}
 	}
 	if err != nil {
-		return nt, fmt.Errorf("canonicalize a turn: %w", err)
+		return nt, end, fmt.Errorf("canonicalize a turn: %w", err)
 	}
 	if nt.TurnID == "" {
-		return nt, errors.New("a turn without turn_id")
+		return nt, end, errors.New("a turn without turn_id")
 	}
+	nt.Body = c.w.src[start:end:end]
 	sum := sha256.Sum256(c.dst)
 	nt.SHA256 = hex.EncodeToString(sum[:])
-	return nt, nil
+	return nt, end, nil
 }
 
 // value appends the RFC 8785 form of the value at src[pos:] to c.dst,
@@ -280,28 +293,16 @@ func (c *turnCanon) value(pos, depth int) (int, error) {
 			return pos, errCanonTooDeep
 		}
 		c.dst = append(c.dst, '[')
-		pos = c.w.space(pos + 1)
-		if pos < len(src) && src[pos] == ']' {
-			c.dst = append(c.dst, ']')
-			return pos + 1, nil
-		}
-		for {
-			end, err := c.value(pos, depth+1)
-			if err != nil {
-				return end, err
-			}
-			pos = c.w.space(end)
-			switch {
-			case pos < len(src) && src[pos] == ',':
+		first := true
+		end, err := c.w.elements(pos, func(start int) (int, error) {
+			if !first {
 				c.dst = append(c.dst, ',')
-				pos++
-			case pos < len(src) && src[pos] == ']':
-				c.dst = append(c.dst, ']')
-				return pos + 1, nil
-			default:
-				return pos, errors.New("comma or ] expected")
 			}
-		}
+			first = false
+			return c.value(start, depth+1)
+		})
+		c.dst = append(c.dst, ']')
+		return end, err
 	case ch == '"':
 		end, err := c.w.skip(pos)
 		if err != nil {
@@ -335,28 +336,22 @@ func (c *turnCanon) value(pos, depth int) (int, error) {
 // 8785 §3.2.3 requires (jcs.CompareKeys) and returns the offset past it.
 func (c *turnCanon) object(pos, depth int) (int, error) {
 	base := len(c.scratch)
-	end := pos
-	err := c.w.members(pos, func(key string, start, e int) error {
-		c.scratch = append(c.scratch, canonMember{key: key, start: start, end: e})
-		end = e
-		if depth == 1 && c.top != nil {
-			return c.top(key, start, e)
+	end, err := c.w.members(pos, func(name string, start int) (int, error) {
+		e, err := c.w.skip(start)
+		if err != nil {
+			return e, err
 		}
-		return nil
+		c.scratch = append(c.scratch, canonMember{name: name, start: start, end: e})
+		if depth == 1 && c.top != nil {
+			err = c.top(name, start, e)
+		}
+		return e, err
 	})
 	if err != nil {
 		return end, err
 	}
-	// The closing brace follows the last member (or the opening one).
-	end = c.w.space(end)
-	if n := len(c.scratch) - base; n == 0 {
-		end = c.w.space(pos + 1)
-	}
-	if end >= len(c.w.src) || c.w.src[end] != '}' {
-		return end, errors.New("} expected")
-	}
 	n := len(c.scratch) - base
-	slices.SortFunc(c.scratch[base:], func(a, b canonMember) int { return jcs.CompareKeys(a.key, b.key) })
+	slices.SortFunc(c.scratch[base:], func(a, b canonMember) int { return jcs.CompareKeys(a.name, b.name) })
 	c.dst = append(c.dst, '{')
 	for i := range n {
 		// Nested objects append to c.scratch past this object's members
@@ -365,8 +360,7 @@ func (c *turnCanon) object(pos, depth int) (int, error) {
 		if i > 0 {
 			c.dst = append(c.dst, ',')
 		}
-		var err error
-		if c.dst, err = appendCanonName(c.dst, m.key); err != nil {
+		if c.dst, err = appendCanonName(c.dst, m.name); err != nil {
 			return end, err
 		}
 		c.dst = append(c.dst, ':')
@@ -376,7 +370,7 @@ func (c *turnCanon) object(pos, depth int) (int, error) {
 	}
 	c.dst = append(c.dst, '}')
 	c.scratch = c.scratch[:base]
-	return end + 1, nil
+	return end, nil
 }
 
 // appendCanonName appends the canonical form of a member name: as it is,
@@ -443,77 +437,74 @@ func (w jsonWalker) space(pos int) int {
 	return pos
 }
 
-// members calls fn with the name and value span of each member of the
-// object at src[pos:], in text order, and stops at fn's first error.
-func (w jsonWalker) members(pos int, fn func(name string, start, end int) error) error {
+// members calls fn with the name of each member of the object at
+// src[pos:] and the offset of its value, in text order; fn returns the
+// offset just past the value (w.skip finds it when fn does not read the
+// value itself). It returns the offset just past the object, or fn's
+// first error.
+func (w jsonWalker) members(pos int, fn func(name string, start int) (end int, err error)) (int, error) {
 	pos = w.space(pos)
 	if pos >= len(w.src) || w.src[pos] != '{' {
-		return errors.New("not an object")
+		return pos, errors.New("not an object")
 	}
 	pos = w.space(pos + 1)
 	if pos < len(w.src) && w.src[pos] == '}' {
-		return nil
+		return pos + 1, nil
 	}
 	for {
-		kEnd, err := w.skip(pos)
+		nameEnd, err := w.skip(pos)
 		if err != nil || w.src[pos] != '"' {
-			return errors.New("object member name expected")
+			return pos, errors.New("member name expected")
 		}
-		key, err := w.name(pos, kEnd)
+		name, err := w.name(pos, nameEnd)
 		if err != nil {
-			return err
+			return pos, err
 		}
-		pos = w.space(kEnd)
+		pos = w.space(nameEnd)
 		if pos >= len(w.src) || w.src[pos] != ':' {
-			return errors.New("colon expected")
+			return pos, errors.New("colon expected")
 		}
-		start := w.space(pos + 1)
-		end, err := w.skip(start)
+		end, err := fn(name, w.space(pos+1))
 		if err != nil {
-			return err
-		}
-		if err := fn(key, start, end); err != nil {
-			return err
+			return end, err
 		}
 		pos = w.space(end)
 		switch {
 		case pos < len(w.src) && w.src[pos] == ',':
 			pos = w.space(pos + 1)
 		case pos < len(w.src) && w.src[pos] == '}':
-			return nil
+			return pos + 1, nil
 		default:
-			return errors.New("comma or } expected")
+			return pos, errors.New("comma or } expected")
 		}
 	}
 }
 
-// elements calls fn with the span of each element of the array at
-// src[pos:], in order, and stops at fn's first error.
-func (w jsonWalker) elements(pos int, fn func(start, end int) error) error {
+// elements calls fn with the offset of each element of the array at
+// src[pos:], in order; fn returns the offset just past the element. It
+// returns the offset just past the array, or fn's first error.
+func (w jsonWalker) elements(pos int, fn func(start int) (end int, err error)) (int, error) {
 	pos = w.space(pos)
 	if pos >= len(w.src) || w.src[pos] != '[' {
-		return errors.New("not an array")
+		return pos, errors.New("not an array")
 	}
 	pos = w.space(pos + 1)
 	if pos < len(w.src) && w.src[pos] == ']' {
-		return nil
+		return pos + 1, nil
 	}
 	for {
-		end, err := w.skip(pos)
+		end, err := fn(pos)
 		if err != nil {
-			return err
-		}
-		if err := fn(pos, end); err != nil {
-			return err
+			return end, err
 		}
 		pos = w.space(end)
 		switch {
 		case pos < len(w.src) && w.src[pos] == ',':
 			pos = w.space(pos + 1)
 		case pos < len(w.src) && w.src[pos] == ']':
-			return nil
+			return pos + 1, nil
 		default:
-			return errors.New("comma or ] expected")
+			return pos, errors.New("comma or ] expected")
 		}
 	}
 }
@@ -525,15 +516,24 @@ func (w jsonWalker) skip(pos int) (int, error) {
 	}
 	switch w.src[pos] {
 	case '"':
-		for pos++; pos < len(w.src); pos++ {
-			switch w.src[pos] {
-			case '\\':
-				pos++
-			case '"':
-				return pos + 1, nil
+		// Find each quote with IndexByte (vectorised); one preceded by an
+		// odd run of backslashes is escaped.
+		for pos++; pos < len(w.src); {
+			i := bytes.IndexByte(w.src[pos:], '"')
+			if i < 0 {
+				break
 			}
+			q := pos + i
+			bs := 0
+			for j := q - 1; j >= pos && w.src[j] == '\\'; j-- {
+				bs++
+			}
+			if bs%2 == 0 {
+				return q + 1, nil
+			}
+			pos = q + 1
 		}
-		return pos, errors.New("unterminated string")
+		return len(w.src), errors.New("unterminated string")
 	case '{', '[':
 		depth := 0
 		for pos < len(w.src) {
@@ -631,7 +631,7 @@ func (s *Server) listTurns(w http.ResponseWriter, r *http.Request) error {
 	var f store.TurnFilter
 	if v, ok := q["agent_id"]; ok {
 		if err := flywheel.ValidateAgentID(v); err != nil {
-			return gyre.Errorf(gyre.CodeInvalidQuery, "agent_id is not a valid agent id: %s", turnsIDReason(err))
+			return gyre.Errorf(gyre.CodeInvalidQuery, "%s", turnsIDReason(err))
 		}
 		f.AgentID = v
 	}
@@ -662,13 +662,14 @@ func (s *Server) listTurns(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// turnsIDReason returns the reason a bare identifier check failed.
+// turnsIDReason returns the sentence saying why a bare identifier check
+// failed ("agent_id must …").
 func turnsIDReason(err error) string {
 	var ve *flywheel.ValidationError
 	if errors.As(err, &ve) {
 		return ve.First().Message
 	}
-	return "invalid"
+	return "agent_id is not a valid agent id"
 }
 
 // turnItem is a stored turn as GET /api/v1/turns lists it: its body as
