@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -75,6 +76,7 @@ on a separate address.`,
 // serve runs the server with c until ctx is cancelled.
 func (a *app) serve(ctx context.Context, c Config) error {
 	log := a.logger(c)
+	tuneGC(a.res.lookupEnv)
 	st, err := openStore(ctx, c, log)
 	if err != nil {
 		return err
@@ -273,4 +275,17 @@ func writeKeyFile(path, secret string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// serveGCPercent is gyre serve's garbage-collection target unless GOGC is
+// set. A server's live heap is small and its allocation rate high (every
+// intake batch is parsed, validated and hashed), so collecting at 4× the
+// live heap instead of 2× trades a few MiB for a fifth to a third more
+// intake and claim throughput (see the benchmarks in internal/api).
+const serveGCPercent = 400
+
+func tuneGC(lookupEnv func(string) (string, bool)) {
+	if _, set := lookupEnv("GOGC"); !set {
+		debug.SetGCPercent(serveGCPercent)
+	}
 }
