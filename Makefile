@@ -12,7 +12,7 @@ BENCHFLAGS ?=
 # FUZZ_TARGETS lists pkg:FuzzName pairs run by fuzz-smoke, e.g.
 #   ./atif:FuzzParse ./flywheel:FuzzValidate
 # Every intake parser is fuzzed (SPEC §12); CI runs each for FUZZTIME.
-FUZZ_TARGETS ?= ./internal/api:FuzzTurnsIntake ./internal/api:FuzzTurnCanonical ./internal/rollout:FuzzOutputIntake \
+FUZZ_TARGETS ?= ./internal/api:FuzzTurnsIntake ./internal/jcs:FuzzAppendCanonical ./internal/rollout:FuzzOutputIntake \
 	./flywheel:FuzzValidateProductionTurnBatch ./flywheel:FuzzValidateRolloutOutput \
 	./internal/jcs:FuzzCanonicalize ./internal/suite:FuzzParseSuite ./internal/grade:FuzzParseSpecs \
 	./internal/api:FuzzDecodeObject ./internal/auth:FuzzParseBearer ./internal/blobstore:FuzzValidateKey \

@@ -1,97 +1,27 @@
 package api
 
 import (
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
-	"github.com/gyrehq/gyre/internal/blobstore"
-	"github.com/gyrehq/gyre/internal/clock"
 	"github.com/gyrehq/gyre/internal/jcs"
 	"github.com/gyrehq/gyre/internal/store"
-	"github.com/gyrehq/gyre/internal/telemetry"
 )
 
-// blobBackend opens a fresh, empty blob store for one test.
-type blobBackend struct {
-	name string
-	open func(t *testing.T) *blobstore.Store
-}
-
-// fileBlobs is a blob store in a fresh directory.
-var fileBlobs = blobBackend{name: "file", open: func(t *testing.T) *blobstore.Store {
-	b, err := blobstore.Open(t.Context(), "", t.TempDir())
-	if err != nil {
-		t.Fatalf("open blob store: %v", err)
-	}
-	t.Cleanup(func() { _ = b.Close() })
-	return b
-}}
-
-// s3Blobs is a blob store under a fresh prefix of the S3 bucket named by
-// GYRE_TEST_S3_URL (scripts/testenv.sh starts one); without it the test
-// skips, or fails when GYRE_REQUIRE_S3 is set.
-var s3Blobs = blobBackend{name: "s3", open: func(t *testing.T) *blobstore.Store {
-	base := os.Getenv("GYRE_TEST_S3_URL")
-	if base == "" {
-		if r := os.Getenv("GYRE_REQUIRE_S3"); r != "" && r != "0" {
-			t.Fatal("GYRE_REQUIRE_S3 is set but GYRE_TEST_S3_URL is not")
-		}
-		t.Skip("SKIPPING S3 catalog tests: GYRE_TEST_S3_URL is not set (run through scripts/testenv.sh)")
-	}
-	sep := "?"
-	if strings.Contains(base, "?") {
-		sep = "&"
-	}
-	b, err := blobstore.Open(t.Context(), base+sep+"prefix=api-"+strings.ToLower(rand.Text()), "")
-	if err != nil {
-		t.Fatalf("open S3 blob store: %v", err)
-	}
-	t.Cleanup(func() { _ = b.Close() })
-	return b
-}}
-
-// catalogEnv is an env whose server has a blob store.
-type catalogEnv struct {
-	*env
-	blobs *blobstore.Store
-}
-
-// newCatalogEnv is newEnv with a blob store from b.
-func newCatalogEnv(t *testing.T, e engine, b blobBackend, cfg Config) *catalogEnv {
-	t.Helper()
-	st := e.open(t)
-	blobs := b.open(t)
-	logs := &syncBuffer{}
-	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	srv, err := New(cfg, Deps{Store: st, Logger: log, Clock: clock.Real{}, Metrics: telemetry.NewMetrics(), Blobs: blobs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	en := &env{t: t, st: st, srv: srv, logs: logs}
-	en.tenant, en.admin = en.newTenant("acme")
-	en.ts = httptest.NewServer(srv.Handler())
-	t.Cleanup(en.ts.Close)
-	return &catalogEnv{env: en, blobs: blobs}
-}
-
 // putFixture uploads content as fixture name and returns the answer.
-func (e *catalogEnv) putFixture(key, name, content string) response {
+func (e *env) putFixture(key, name, content string) response {
 	e.t.Helper()
 	return e.do(http.MethodPut, "/api/v1/fixtures/"+name, key, strings.NewReader(content), "Content-Type", "application/octet-stream")
 }
 
 // uploadSuite posts a suite document with a Content-Type.
-func (e *catalogEnv) uploadSuite(key, contentType, doc string) response {
+func (e *env) uploadSuite(key, contentType, doc string) response {
 	e.t.Helper()
 	return e.do(http.MethodPost, "/api/v1/suites", key, strings.NewReader(doc), "Content-Type", contentType)
 }
@@ -104,7 +34,7 @@ type suiteAnswer struct {
 	ContentSHA256 string `json:"content_sha256"`
 }
 
-func (e *catalogEnv) mustUploadSuite(contentType, doc string, status int) suiteAnswer {
+func (e *env) mustUploadSuite(contentType, doc string, status int) suiteAnswer {
 	e.t.Helper()
 	r := e.uploadSuite(e.admin, contentType, doc)
 	if r.status != status {
@@ -138,7 +68,7 @@ type taskView struct {
 	CreatedAt string          `json:"created_at"`
 }
 
-func (e *catalogEnv) mustCreateTasks(body string) taskItems {
+func (e *env) mustCreateTasks(body string) taskItems {
 	e.t.Helper()
 	r := e.json(http.MethodPost, "/api/v1/tasks", e.admin, body)
 	if r.status != http.StatusCreated {
@@ -149,7 +79,7 @@ func (e *catalogEnv) mustCreateTasks(body string) taskItems {
 	return items
 }
 
-func (e *catalogEnv) mustTask(id string) taskView {
+func (e *env) mustTask(id string) taskView {
 	e.t.Helper()
 	r := e.do(http.MethodGet, "/api/v1/tasks/"+id, e.admin, nil)
 	if r.status != http.StatusOK {
@@ -161,7 +91,7 @@ func (e *catalogEnv) mustTask(id string) taskView {
 }
 
 // listAll pages through a list route and returns every item's raw JSON.
-func (e *catalogEnv) listAll(path, key string, limit int) []json.RawMessage {
+func (e *env) listAll(path, key string, limit int) []json.RawMessage {
 	e.t.Helper()
 	var out []json.RawMessage
 	sep := "?"
@@ -197,7 +127,7 @@ func (e *catalogEnv) listAll(path, key string, limit int) []json.RawMessage {
 }
 
 // blobKeys lists every key in the blob store.
-func (e *catalogEnv) blobKeys() []string {
+func (e *env) blobKeys() []string {
 	e.t.Helper()
 	var keys []string
 	for o, err := range e.blobs.List(e.t.Context(), "") {
@@ -212,7 +142,7 @@ func (e *catalogEnv) blobKeys() []string {
 
 // insertTurns stores production turns of agentID in tenantID; inputs maps
 // each turn id to its input_text (nil for null).
-func (e *catalogEnv) insertTurns(tenantID, agentID string, ids []string, inputs map[string]*string) {
+func (e *env) insertTurns(tenantID, agentID string, ids []string, inputs map[string]*string) {
 	e.t.Helper()
 	var turns []store.NewTurn
 	for _, id := range ids {

@@ -53,7 +53,7 @@ func TestFixtures_PutCreatedThenIdentical(t *testing.T) {
 	for _, eng := range engines() {
 		t.Run(eng.name, func(t *testing.T) {
 			t.Parallel()
-			e := newCatalogEnv(t, eng, fileBlobs, Config{})
+			e := newEnv(t, eng, Config{}, withBlobs(fileBlobs))
 			want := fixtureJSON{Name: "invoice-1042.pdf", SHA256: sha256Hex("%PDF v1"), SizeBytes: 7}
 			for i, status := range []int{http.StatusCreated, http.StatusOK} {
 				r := e.putFixture(e.admin, "invoice-1042.pdf", "%PDF v1")
@@ -93,7 +93,7 @@ func TestFixtures_PutCreatedThenIdentical(t *testing.T) {
 
 func TestFixtures_NameGrammarAfterPercentDecoding(t *testing.T) {
 	t.Parallel()
-	e := newCatalogEnv(t, sqliteEngine, fileBlobs, Config{})
+	e := newEnv(t, sqliteEngine, Config{}, withBlobs(fileBlobs))
 	tests := []struct {
 		path string // as sent, after /api/v1/fixtures/
 		name string // the stored name; "" when refused
@@ -144,7 +144,7 @@ func TestFixtures_BlobKeyNeverFromName(t *testing.T) {
 	for _, b := range []blobBackend{fileBlobs, s3Blobs} {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
-			e := newCatalogEnv(t, sqliteEngine, b, Config{})
+			e := newEnv(t, sqliteEngine, Config{}, withBlobs(b))
 			other, otherAdmin := e.newTenant("other")
 			names := []string{"invoice-1042.pdf", "fixtures", "..evil", "tmp"}
 			for _, name := range names {
@@ -181,7 +181,7 @@ func TestFixtures_ContentServedToTenantKeys(t *testing.T) {
 	for _, b := range []blobBackend{fileBlobs, s3Blobs} {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
-			e := newCatalogEnv(t, sqliteEngine, b, Config{})
+			e := newEnv(t, sqliteEngine, Config{}, withBlobs(b))
 			_, otherAdmin := e.newTenant("other")
 			big := strings.Repeat("0123456789abcdef", 9000) // several copy chunks
 			e.putFixture(e.admin, "doc.bin", "old")
@@ -226,7 +226,7 @@ func TestFixtures_ContentServedToTenantKeys(t *testing.T) {
 // digest are never served as a complete response.
 func TestFixtures_CorruptBlobCutShort(t *testing.T) {
 	t.Parallel()
-	e := newCatalogEnv(t, sqliteEngine, fileBlobs, Config{})
+	e := newEnv(t, sqliteEngine, Config{}, withBlobs(fileBlobs))
 	content := strings.Repeat("a", 100<<10)
 	e.putFixture(e.admin, "doc.bin", content)
 	key, err := blobstore.FixtureKey(e.tenant.ID, sha256Hex(content))
@@ -258,7 +258,7 @@ func TestFixtures_CorruptBlobCutShort(t *testing.T) {
 
 func TestFixtures_BodyEncodingAndLimit(t *testing.T) {
 	t.Parallel()
-	e := newCatalogEnv(t, sqliteEngine, fileBlobs, Config{MaxBlobBytes: 1000})
+	e := newEnv(t, sqliteEngine, Config{MaxBlobBytes: 1000}, withBlobs(fileBlobs))
 	gz := func(s string) *bytes.Buffer {
 		var b bytes.Buffer
 		zw := gzip.NewWriter(&b)
@@ -300,7 +300,7 @@ func TestSuites_YAMLAndJSONSameVersion(t *testing.T) {
 	for _, eng := range engines() {
 		t.Run(eng.name, func(t *testing.T) {
 			t.Parallel()
-			e := newCatalogEnv(t, eng, fileBlobs, Config{})
+			e := newEnv(t, eng, Config{}, withBlobs(fileBlobs))
 			y := e.mustUploadSuite("application/yaml", refundsYAML, http.StatusCreated)
 			j := e.mustUploadSuite("application/json", refundsJSON, http.StatusOK)
 			if y != j {
@@ -329,7 +329,7 @@ func TestSuites_YAMLAndJSONSameVersion(t *testing.T) {
 
 func TestSuites_IdenticalReuploadIs200(t *testing.T) {
 	t.Parallel()
-	e := newCatalogEnv(t, sqliteEngine, fileBlobs, Config{})
+	e := newEnv(t, sqliteEngine, Config{}, withBlobs(fileBlobs))
 	first := e.mustUploadSuite("application/yaml", refundsYAML, http.StatusCreated)
 	for range 2 {
 		if again := e.mustUploadSuite("application/x-yaml", refundsYAML, http.StatusOK); again != first {
@@ -347,7 +347,7 @@ func TestSuites_ExplicitVersionDifferentContent409(t *testing.T) {
 	for _, eng := range engines() {
 		t.Run(eng.name, func(t *testing.T) {
 			t.Parallel()
-			e := newCatalogEnv(t, eng, fileBlobs, Config{})
+			e := newEnv(t, eng, Config{}, withBlobs(fileBlobs))
 			orig := e.mustUploadSuite("application/yaml", refundsYAML, http.StatusCreated)
 			changed := strings.Replace(refundsYAML, "contains: refund", "contains: refunded", 1)
 			e.uploadSuite(e.admin, "application/yaml", changed).wantError(t, http.StatusConflict, gyre.CodeSuiteVersionConflict, "/version")
@@ -369,7 +369,7 @@ func TestSuites_FixtureMissing422Pointer(t *testing.T) {
 	for _, eng := range engines() {
 		t.Run(eng.name, func(t *testing.T) {
 			t.Parallel()
-			e := newCatalogEnv(t, eng, fileBlobs, Config{})
+			e := newEnv(t, eng, Config{}, withBlobs(fileBlobs))
 			_, otherAdmin := e.newTenant("other")
 			e.putFixture(e.admin, "present.pdf", "p")
 			e.putFixture(otherAdmin, "theirs.pdf", "t") // another tenant's fixture is not ours
@@ -402,7 +402,7 @@ func TestSuites_NewFixtureRevisionDoesNotChangeOldVersion(t *testing.T) {
 	for _, eng := range engines() {
 		t.Run(eng.name, func(t *testing.T) {
 			t.Parallel()
-			e := newCatalogEnv(t, eng, fileBlobs, Config{})
+			e := newEnv(t, eng, Config{}, withBlobs(fileBlobs))
 			doc := "name: docs\ncases:\n  - id: a\n    input: {question: q}\n    files: [{name: invoice.pdf}]\n"
 			e.putFixture(e.admin, "invoice.pdf", "v1")
 			v1 := e.mustUploadSuite("application/yaml", doc, http.StatusCreated)
@@ -453,7 +453,7 @@ func TestSuites_CommandGraderNotAllowed(t *testing.T) {
 	defaults := `{"name":"cmd2","defaults":{"graders":[{"command":["/opt/bin/check"]}]},"cases":[{"id":"a","input":{"question":"q"}}]}`
 
 	// Default: refuse every command grader.
-	e := newCatalogEnv(t, sqliteEngine, fileBlobs, Config{})
+	e := newEnv(t, sqliteEngine, Config{}, withBlobs(fileBlobs))
 	e.uploadSuite(e.admin, "application/json", doc("/opt/bin/check")).
 		wantError(t, http.StatusUnprocessableEntity, gyre.CodeGraderNotAllowed, "/cases/0/graders/1/command")
 	e.uploadSuite(e.admin, "application/json", defaults).
@@ -467,10 +467,10 @@ func TestSuites_CommandGraderNotAllowed(t *testing.T) {
 
 	// An allow-list admits exactly its executables.
 	var asked []string
-	allow := newCatalogEnv(t, sqliteEngine, fileBlobs, Config{AllowCommand: func(argv0 string) bool {
+	allow := newEnv(t, sqliteEngine, Config{AllowCommand: func(argv0 string) bool {
 		asked = append(asked, argv0)
 		return argv0 == "/opt/bin/check"
-	}})
+	}}, withBlobs(fileBlobs))
 	allow.mustUploadSuite("application/json", doc("/opt/bin/check"), http.StatusCreated)
 	allow.mustUploadSuite("application/json", defaults, http.StatusCreated)
 	allow.uploadSuite(allow.admin, "application/json", doc("/bin/sh")).
@@ -486,7 +486,7 @@ func TestSuites_CommandGraderNotAllowed(t *testing.T) {
 
 func TestSuites_InvalidBody422Pointer(t *testing.T) {
 	t.Parallel()
-	e := newCatalogEnv(t, sqliteEngine, fileBlobs, Config{})
+	e := newEnv(t, sqliteEngine, Config{}, withBlobs(fileBlobs))
 	tests := []struct {
 		name, ct, doc, code, ptr string
 	}{
@@ -511,7 +511,7 @@ func TestSuites_InvalidBody422Pointer(t *testing.T) {
 
 func TestSuites_ContentTypes(t *testing.T) {
 	t.Parallel()
-	e := newCatalogEnv(t, sqliteEngine, fileBlobs, Config{})
+	e := newEnv(t, sqliteEngine, Config{}, withBlobs(fileBlobs))
 	jsonl := "{\"id\":\"a\",\"input\":{\"question\":\"q\"}}\n\n{\"id\":\"b\",\"input\":{\"question\":\"r\"}}\n"
 	r := e.do(http.MethodPost, "/api/v1/suites?name=lines", e.admin, strings.NewReader(jsonl), "Content-Type", "application/jsonl")
 	var a suiteAnswer
@@ -538,7 +538,7 @@ func TestSuites_ListAndGet(t *testing.T) {
 	for _, eng := range engines() {
 		t.Run(eng.name, func(t *testing.T) {
 			t.Parallel()
-			e := newCatalogEnv(t, eng, fileBlobs, Config{})
+			e := newEnv(t, eng, Config{}, withBlobs(fileBlobs))
 			_, otherAdmin := e.newTenant("other")
 			v3 := e.mustUploadSuite("application/yaml", refundsYAML, http.StatusCreated)
 			v4 := e.mustUploadSuite("application/yaml", strings.Replace(refundsYAML, `"3"`, `"4"`, 1), http.StatusCreated)
@@ -590,7 +590,7 @@ func TestSuites_ListAndGet(t *testing.T) {
 
 func TestTasks_TurnInputIsQuestionWhenSoleKey(t *testing.T) {
 	t.Parallel()
-	e := newCatalogEnv(t, sqliteEngine, fileBlobs, Config{})
+	e := newEnv(t, sqliteEngine, Config{}, withBlobs(fileBlobs))
 	e.mustUploadSuite("application/yaml", `name: q
 cases:
   - id: plain
@@ -618,7 +618,7 @@ cases:
 
 func TestTasks_TurnInputIsJCSOtherwise(t *testing.T) {
 	t.Parallel()
-	e := newCatalogEnv(t, sqliteEngine, fileBlobs, Config{})
+	e := newEnv(t, sqliteEngine, Config{}, withBlobs(fileBlobs))
 	tests := []struct {
 		id, input, want string
 	}{
@@ -655,7 +655,7 @@ func TestTasks_FilesUnsupported(t *testing.T) {
 	for _, eng := range engines() {
 		t.Run(eng.name, func(t *testing.T) {
 			t.Parallel()
-			e := newCatalogEnv(t, eng, fileBlobs, Config{})
+			e := newEnv(t, eng, Config{}, withBlobs(fileBlobs))
 			e.putFixture(e.admin, "invoice.pdf", "pdf")
 			e.mustUploadSuite("application/yaml", `name: docs
 cases:
@@ -681,7 +681,7 @@ func TestTasks_GradersFrozenAtCreation(t *testing.T) {
 	for _, eng := range engines() {
 		t.Run(eng.name, func(t *testing.T) {
 			t.Parallel()
-			e := newCatalogEnv(t, eng, fileBlobs, Config{})
+			e := newEnv(t, eng, Config{}, withBlobs(fileBlobs))
 			e.mustUploadSuite("application/yaml", refundsYAML, http.StatusCreated)
 			first := e.mustCreateTasks(`{"suite":"refunds"}`)
 			if first.Suite != "refunds" || first.Version != "3" || len(first.Items) != 2 {
@@ -733,7 +733,7 @@ func TestTasks_GradersFrozenAtCreation(t *testing.T) {
 
 func TestTasks_CreateRefusals(t *testing.T) {
 	t.Parallel()
-	e := newCatalogEnv(t, sqliteEngine, fileBlobs, Config{})
+	e := newEnv(t, sqliteEngine, Config{}, withBlobs(fileBlobs))
 	_, otherAdmin := e.newTenant("other")
 	e.mustUploadSuite("application/yaml", refundsYAML, http.StatusCreated)
 	tests := []struct {
@@ -769,7 +769,7 @@ func TestTasksFromTurns_ReplaysInputText(t *testing.T) {
 	for _, eng := range engines() {
 		t.Run(eng.name, func(t *testing.T) {
 			t.Parallel()
-			e := newCatalogEnv(t, eng, fileBlobs, Config{})
+			e := newEnv(t, eng, Config{}, withBlobs(fileBlobs))
 			e.insertTurns(e.tenant.ID, "support-bot", []string{"t-1", "turn two ✓"}, map[string]*string{
 				"t-1": textPtr("Refund order 1042"), "turn two ✓": textPtr(`{"question":"not unwrapped"}`),
 			})
@@ -810,7 +810,7 @@ func TestTasksFromTurns_NullInputText422(t *testing.T) {
 	for _, eng := range engines() {
 		t.Run(eng.name, func(t *testing.T) {
 			t.Parallel()
-			e := newCatalogEnv(t, eng, fileBlobs, Config{})
+			e := newEnv(t, eng, Config{}, withBlobs(fileBlobs))
 			other, otherAdmin := e.newTenant("other")
 			e.insertTurns(e.tenant.ID, "bot", []string{"a", "b", "no-input"}, map[string]*string{"a": textPtr("A"), "b": textPtr("B")})
 			e.insertTurns(e.tenant.ID, "other-bot", []string{"c"}, map[string]*string{"c": textPtr("C")})
@@ -841,7 +841,7 @@ func TestTasksFromTurns_NullInputText422(t *testing.T) {
 
 func TestTasksFromTurns_BodyRules(t *testing.T) {
 	t.Parallel()
-	e := newCatalogEnv(t, sqliteEngine, fileBlobs, Config{})
+	e := newEnv(t, sqliteEngine, Config{}, withBlobs(fileBlobs))
 	many := `["` + strings.Repeat(`x","`, maxTurnTasks) + `x"]`
 	tests := []struct {
 		body, ptr string
@@ -873,7 +873,7 @@ func TestTasks_ListAndGet(t *testing.T) {
 	for _, eng := range engines() {
 		t.Run(eng.name, func(t *testing.T) {
 			t.Parallel()
-			e := newCatalogEnv(t, eng, fileBlobs, Config{})
+			e := newEnv(t, eng, Config{}, withBlobs(fileBlobs))
 			_, otherAdmin := e.newTenant("other")
 			e.mustUploadSuite("application/yaml", refundsYAML, http.StatusCreated)
 			e.mustUploadSuite("application/json", `{"name":"alpha","cases":[{"id":"a","input":{"question":"q"}}]}`, http.StatusCreated)
@@ -937,7 +937,7 @@ func TestCatalog_TenantIsolation(t *testing.T) {
 	for _, eng := range engines() {
 		t.Run(eng.name, func(t *testing.T) {
 			t.Parallel()
-			e := newCatalogEnv(t, eng, fileBlobs, Config{})
+			e := newEnv(t, eng, Config{}, withBlobs(fileBlobs))
 			_, b := e.newTenant("b")
 			e.putFixture(e.admin, "doc.pdf", "a's secret bytes")
 			a := e.mustUploadSuite("application/yaml", refundsYAML, http.StatusCreated)

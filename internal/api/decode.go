@@ -86,17 +86,29 @@ func readBody(r *http.Request, max int64) ([]byte, error) {
 // members of the wrong type. A member set to null counts as absent. A
 // Content-Type other than JSON is 415.
 func (s *Server) decodeJSON(r *http.Request, dst any) error {
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		mt, _, err := mime.ParseMediaType(ct)
-		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
-			return gyre.Errorf(gyre.CodeUnsupportedMedia, "Content-Type must be application/json")
-		}
+	if err := requireJSON(r); err != nil {
+		return err
 	}
 	b, err := readBody(r, s.cfg.MaxBodyBytes)
 	if err != nil {
 		return err
 	}
 	return decodeObject(b, dst)
+}
+
+// requireJSON refuses, as 415, a request whose declared Content-Type is not
+// JSON (application/json or any +json type); a request without one is
+// taken to send JSON.
+func requireJSON(r *http.Request) error {
+	ct := r.Header.Get("Content-Type")
+	if ct == "" {
+		return nil
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+		return gyre.Errorf(gyre.CodeUnsupportedMedia, "Content-Type must be application/json")
+	}
+	return nil
 }
 
 // decodeObject is decodeJSON after the body has been read.

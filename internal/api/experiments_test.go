@@ -27,7 +27,7 @@ func TestExperimentsAPI(t *testing.T) {
 	for _, eng := range engines() {
 		t.Run(eng.name, func(t *testing.T) {
 			t.Parallel()
-			e := newCatalogEnv(t, eng, fileBlobs, Config{})
+			e := newEnv(t, eng, Config{}, withBlobs(fileBlobs))
 			_, ev := e.newKey(e.tenant.ID, auth.KeyRequest{Role: gyre.RoleEvaluator})
 			_, rd := e.newKey(e.tenant.ID, auth.KeyRequest{Role: gyre.RoleReader})
 			_, ag := e.newKey(e.tenant.ID, auth.KeyRequest{Role: gyre.RoleAgent})
@@ -185,7 +185,7 @@ func TestRecordIntoServer(t *testing.T) {
 	for _, eng := range engines() {
 		t.Run(eng.name, func(t *testing.T) {
 			t.Parallel()
-			e := newCatalogEnv(t, eng, fileBlobs, Config{})
+			e := newEnv(t, eng, Config{}, withBlobs(fileBlobs))
 			_, ev := e.newKey(e.tenant.ID, auth.KeyRequest{Role: gyre.RoleEvaluator})
 
 			harness := http.NewServeMux()

@@ -3,20 +3,26 @@ package api
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/gyrehq/gyre"
 	"github.com/gyrehq/gyre/internal/auth"
+	"github.com/gyrehq/gyre/internal/blobstore"
 	"github.com/gyrehq/gyre/internal/clock"
+	"github.com/gyrehq/gyre/internal/rollout"
 	"github.com/gyrehq/gyre/internal/store"
 	"github.com/gyrehq/gyre/internal/store/storeopen"
+	"github.com/gyrehq/gyre/internal/store/storetest"
 	"github.com/gyrehq/gyre/internal/telemetry"
 )
 
@@ -55,25 +61,57 @@ func (b *syncBuffer) lines(t *testing.T) []map[string]any {
 	return out
 }
 
-// engine opens a fresh, migrated store for one test.
+// engine opens fresh, migrated stores on one database engine.
 type engine struct {
 	name string
-	open func(t *testing.T) store.Store
+	// open opens a fresh store whose times come from clk, adjusted by opts.
+	open func(t testing.TB, clk clock.Clock, opts ...storeOption) store.Store
 }
 
-// sqliteEngine opens a store in a fresh data directory.
-var sqliteEngine = engine{name: "sqlite", open: func(t *testing.T) store.Store {
-	return openStore(t, storeopen.Options{DataDir: t.TempDir()})
-}}
+// storeOption adjusts the options an engine opens a store with.
+type storeOption func(*storeopen.Options)
 
-// engines are the stores every auth and key test runs against: SQLite,
-// and PostgreSQL, whose subtests skip when no server is configured.
+// injectedLeaseClock makes PostgreSQL decide leases and deadlines on the
+// store's clock instead of the database's, so that a fake clock moves them,
+// as SQLite always does. gyre serve runs without it.
+func injectedLeaseClock(o *storeopen.Options) { o.InjectedLeaseClock = true }
+
+// sqliteIn is the SQLite engine on the data directory dir, or on a fresh
+// directory for each store when dir is "".
+func sqliteIn(dir string) engine {
+	return engine{name: "sqlite", open: func(t testing.TB, clk clock.Clock, opts ...storeOption) store.Store {
+		d := dir
+		if d == "" {
+			d = t.TempDir()
+		}
+		return openStore(t, storeopen.Options{DataDir: d, Clock: clk}, opts...)
+	}}
+}
+
+var (
+	// sqliteEngine opens a store in a fresh data directory.
+	sqliteEngine = sqliteIn("")
+	// postgresEngine opens a store in a fresh schema of the PostgreSQL
+	// server named by GYRE_TEST_POSTGRES_URL; without one, tests on it skip
+	// (or fail when GYRE_REQUIRE_POSTGRES=1).
+	postgresEngine = engine{name: "postgres", open: func(t testing.TB, clk clock.Clock, opts ...storeOption) store.Store {
+		u := storetest.PostgresURL(t)
+		schema := storetest.NewPostgresSchema(t, u)
+		return openStore(t, storeopen.Options{DB: storetest.SearchPathURL(t, u, schema), Clock: clk}, opts...)
+	}}
+)
+
+// engines are the engines the store-heavy tests run on: SQLite, and
+// PostgreSQL, whose subtests skip when no server is configured.
 func engines() []engine { return []engine{sqliteEngine, postgresEngine} }
 
-func openStore(t *testing.T, o storeopen.Options) store.Store {
+// openStore opens and migrates a store, closed when the test ends.
+func openStore(t testing.TB, o storeopen.Options, opts ...storeOption) store.Store {
 	t.Helper()
-	o.Clock = clock.Real{}
 	o.Migrate = true
+	for _, opt := range opts {
+		opt(&o)
+	}
 	st, err := storeopen.Open(context.Background(), o)
 	if err != nil {
 		t.Fatalf("open store: %v", err)
@@ -81,6 +119,45 @@ func openStore(t *testing.T, o storeopen.Options) store.Store {
 	t.Cleanup(func() { st.Close() })
 	return st
 }
+
+// blobBackend opens a fresh, empty blob store for one test.
+type blobBackend struct {
+	name string
+	open func(t *testing.T) *blobstore.Store
+}
+
+// fileBlobs is a blob store in a fresh directory.
+var fileBlobs = blobBackend{name: "file", open: func(t *testing.T) *blobstore.Store {
+	b, err := blobstore.Open(t.Context(), "", t.TempDir())
+	if err != nil {
+		t.Fatalf("open blob store: %v", err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	return b
+}}
+
+// s3Blobs is a blob store under a fresh prefix of the S3 bucket named by
+// GYRE_TEST_S3_URL (scripts/testenv.sh starts one); without it the test
+// skips, or fails when GYRE_REQUIRE_S3 is set.
+var s3Blobs = blobBackend{name: "s3", open: func(t *testing.T) *blobstore.Store {
+	base := os.Getenv("GYRE_TEST_S3_URL")
+	if base == "" {
+		if r := os.Getenv("GYRE_REQUIRE_S3"); r != "" && r != "0" {
+			t.Fatal("GYRE_REQUIRE_S3 is set but GYRE_TEST_S3_URL is not")
+		}
+		t.Skip("SKIPPING S3 catalog tests: GYRE_TEST_S3_URL is not set (run through scripts/testenv.sh)")
+	}
+	sep := "?"
+	if strings.Contains(base, "?") {
+		sep = "&"
+	}
+	b, err := blobstore.Open(t.Context(), base+sep+"prefix=api-"+strings.ToLower(rand.Text()), "")
+	if err != nil {
+		t.Fatalf("open S3 blob store: %v", err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	return b
+}}
 
 // env is a running server on one store, with one tenant and its admin key.
 type env struct {
@@ -91,22 +168,89 @@ type env struct {
 	logs   *syncBuffer
 	tenant gyre.Tenant
 	admin  string // the admin key's secret
+
+	clk   *clock.Fake      // withFakeClock's clock, else nil
+	blobs *blobstore.Store // withBlobs's store, else nil
+	svc   *rollout.Service // withRollouts's service, else nil
+	agent string           // with withRollouts, an agent key's secret
 }
 
-func newEnv(t *testing.T, e engine, cfg Config) *env {
+// envOption adds to what newEnv sets up.
+type envOption func(*envOptions)
+
+type envOptions struct {
+	clk      *clock.Fake
+	blobs    *blobBackend
+	rollouts *rollout.Config
+}
+
+// withFakeClock runs the env on a fake clock starting at start, env.clk:
+// the store's times, the server's request timing and the rollout service.
+func withFakeClock(start time.Time) envOption {
+	return func(o *envOptions) { o.clk = clock.NewFake(start) }
+}
+
+// withBlobs gives the server a blob store from b, env.blobs.
+func withBlobs(b blobBackend) envOption {
+	return func(o *envOptions) { o.blobs = &b }
+}
+
+// withRollouts gives the server the rollout service, env.svc, configured
+// by cfg (PublicURL defaults to https://gyre.example.com/base/), with
+// PostgreSQL's leases on the env's clock (injectedLeaseClock), and creates
+// an agent key, env.agent.
+func withRollouts(cfg rollout.Config) envOption {
+	return func(o *envOptions) { o.rollouts = &cfg }
+}
+
+// newEnv starts a server with cfg on a fresh store of eng, as opts say,
+// and creates the tenant "acme" with an admin key.
+func newEnv(t *testing.T, eng engine, cfg Config, opts ...envOption) *env {
 	t.Helper()
-	st := e.open(t)
-	logs := &syncBuffer{}
-	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	srv, err := New(cfg, Deps{Store: st, Logger: log, Clock: clock.Real{}, Metrics: telemetry.NewMetrics()})
+	var o envOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	e := &env{t: t, logs: &syncBuffer{}, clk: o.clk}
+	var clk clock.Clock = clock.Real{}
+	if o.clk != nil {
+		clk = o.clk
+	}
+	var storeOpts []storeOption
+	if o.rollouts != nil {
+		storeOpts = append(storeOpts, injectedLeaseClock)
+	}
+	e.st = eng.open(t, clk, storeOpts...)
+	log := slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	deps := Deps{Store: e.st, Logger: log, Clock: clk, Metrics: telemetry.NewMetrics()}
+	if o.blobs != nil {
+		e.blobs = o.blobs.open(t)
+		deps.Blobs = e.blobs
+	}
+	if o.rollouts != nil {
+		rc := *o.rollouts
+		if rc.PublicURL == "" {
+			rc.PublicURL = "https://gyre.example.com/base/"
+		}
+		svc, err := rollout.New(rc, rollout.Deps{Store: e.st, Clock: clk, Logger: log})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.svc = svc
+		deps.Rollouts = svc
+	}
+	srv, err := New(cfg, deps)
 	if err != nil {
 		t.Fatal(err)
 	}
-	en := &env{t: t, st: st, srv: srv, logs: logs}
-	en.tenant, en.admin = en.newTenant("acme")
-	en.ts = httptest.NewServer(srv.Handler())
-	t.Cleanup(en.ts.Close)
-	return en
+	e.srv = srv
+	e.tenant, e.admin = e.newTenant("acme")
+	e.ts = httptest.NewServer(srv.Handler())
+	t.Cleanup(e.ts.Close)
+	if o.rollouts != nil {
+		e.agent = e.key(gyre.RoleAgent)
+	}
+	return e
 }
 
 // newTenant creates a tenant and an admin key for it in the store.
@@ -129,6 +273,14 @@ func (e *env) newKey(tenantID string, req auth.KeyRequest) (gyre.APIKey, string)
 		e.t.Fatalf("create key: %v", err)
 	}
 	return k, secret
+}
+
+// key creates a key of the env's tenant with role, limited to agentIDs
+// when any are given, and returns its secret.
+func (e *env) key(role gyre.Role, agentIDs ...string) string {
+	e.t.Helper()
+	_, secret := e.newKey(e.tenant.ID, auth.KeyRequest{Role: role, AgentIDs: agentIDs})
+	return secret
 }
 
 // response is an answered request.

@@ -16,9 +16,6 @@ import (
 	"github.com/gyrehq/gyre/internal/auth"
 	"github.com/gyrehq/gyre/internal/clock"
 	"github.com/gyrehq/gyre/internal/rollout"
-	"github.com/gyrehq/gyre/internal/store"
-	"github.com/gyrehq/gyre/internal/store/storeopen"
-	"github.com/gyrehq/gyre/internal/store/storetest"
 	"github.com/gyrehq/gyre/internal/telemetry"
 )
 
@@ -32,18 +29,14 @@ const claimBenchClaimers = 16
 // schema-validated ClaimResponse. It reports claims/s; ns/op is per claim.
 // PostgreSQL runs when GYRE_TEST_POSTGRES_URL is set.
 func BenchmarkClaim(b *testing.B) {
-	// PostgreSQL as gyre serve runs it: leases on the database's clock.
-	pg := rolloutEngine{name: "postgres", open: func(t testing.TB, clk clock.Clock) store.Store {
-		u := storetest.PostgresURL(t)
-		schema := storetest.NewPostgresSchema(t, u)
-		return rolloutOpenStore(t, storeopen.Options{DB: storetest.SearchPathURL(t, u, schema), Clock: clk})
-	}}
-	for _, eng := range []rolloutEngine{rolloutSQLite, pg} {
+	// PostgreSQL as gyre serve runs it: leases on the database's clock
+	// (no injectedLeaseClock).
+	for _, eng := range engines() {
 		b.Run(eng.name, func(b *testing.B) { benchClaim(b, eng) })
 	}
 }
 
-func benchClaim(b *testing.B, eng rolloutEngine) {
+func benchClaim(b *testing.B, eng engine) {
 	st := eng.open(b, clock.Real{})
 	svc, err := rollout.New(rollout.Config{PublicURL: "http://127.0.0.1"}, rollout.Deps{Store: st})
 	if err != nil {

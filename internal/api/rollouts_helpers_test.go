@@ -1,106 +1,22 @@
 package api
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strings"
-	"testing"
 	"time"
 
-	"github.com/gyrehq/gyre"
 	"github.com/gyrehq/gyre/flywheel"
-	"github.com/gyrehq/gyre/internal/auth"
-	"github.com/gyrehq/gyre/internal/clock"
-	"github.com/gyrehq/gyre/internal/rollout"
-	"github.com/gyrehq/gyre/internal/store"
-	"github.com/gyrehq/gyre/internal/store/storeopen"
-	"github.com/gyrehq/gyre/internal/store/storetest"
-	"github.com/gyrehq/gyre/internal/telemetry"
 )
-
-// rolloutEngine opens a fresh store whose every time, leases included,
-// comes from clk.
-type rolloutEngine struct {
-	name string
-	open func(t testing.TB, clk clock.Clock) store.Store
-}
-
-var (
-	rolloutSQLite = rolloutEngine{name: "sqlite", open: func(t testing.TB, clk clock.Clock) store.Store {
-		return rolloutOpenStore(t, storeopen.Options{DataDir: t.TempDir(), Clock: clk})
-	}}
-	rolloutPostgres = rolloutEngine{name: "postgres", open: func(t testing.TB, clk clock.Clock) store.Store {
-		u := storetest.PostgresURL(t)
-		schema := storetest.NewPostgresSchema(t, u)
-		return rolloutOpenStore(t, storeopen.Options{DB: storetest.SearchPathURL(t, u, schema), Clock: clk, InjectedLeaseClock: true})
-	}}
-)
-
-func rolloutEngines() []rolloutEngine { return []rolloutEngine{rolloutSQLite, rolloutPostgres} }
-
-func rolloutOpenStore(t testing.TB, o storeopen.Options) store.Store {
-	t.Helper()
-	o.Migrate = true
-	st, err := storeopen.Open(context.Background(), o)
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
-	t.Cleanup(func() { st.Close() })
-	return st
-}
-
-// key creates a key of the env's tenant with role, limited to agentIDs
-// when any are given, and returns its secret.
-func (e *rolloutEnv) key(role gyre.Role, agentIDs ...string) string {
-	e.t.Helper()
-	_, secret := e.newKey(e.tenant.ID, auth.KeyRequest{Role: role, AgentIDs: agentIDs})
-	return secret
-}
 
 // rolloutStart is where a rollout test's fake clock starts.
 var rolloutStart = time.Date(2031, 6, 1, 12, 0, 0, 0, time.UTC)
 
-// rolloutEnv is a server with the rollout service on a fake clock.
-type rolloutEnv struct {
-	*env
-	clk   *clock.Fake
-	svc   *rollout.Service
-	agent string // an agent key's secret
-}
-
-func newRolloutEnv(t *testing.T, eng rolloutEngine, cfg rollout.Config) *rolloutEnv {
-	t.Helper()
-	clk := clock.NewFake(rolloutStart)
-	st := eng.open(t, clk)
-	logs := &syncBuffer{}
-	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	if cfg.PublicURL == "" {
-		cfg.PublicURL = "https://gyre.example.com/base/"
-	}
-	svc, err := rollout.New(cfg, rollout.Deps{Store: st, Clock: clk, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := New(Config{}, Deps{Store: st, Logger: log, Clock: clk, Metrics: telemetry.NewMetrics(), Rollouts: svc})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &rolloutEnv{env: &env{t: t, st: st, srv: srv, logs: logs}, clk: clk, svc: svc}
-	e.tenant, e.admin = e.newTenant("acme")
-	e.ts = httptest.NewServer(srv.Handler())
-	t.Cleanup(e.ts.Close)
-	e.agent = e.key(gyre.RoleAgent)
-	return e
-}
-
 // suite uploads a suite of n cases whose graders look for "refund" and
 // makes its tasks; it returns the task ids.
-func (e *rolloutEnv) tasks(n int) []string {
+func (e *env) tasks(n int) []string {
 	e.t.Helper()
 	var cases []string
 	for i := range n {
@@ -131,7 +47,7 @@ func (e *rolloutEnv) tasks(n int) []string {
 }
 
 // batch creates a batch for agent-1 from body's extra members.
-func (e *rolloutEnv) batch(taskIDs []string, extra string, headers ...string) (string, []string) {
+func (e *env) batch(taskIDs []string, extra string, headers ...string) (string, []string) {
 	e.t.Helper()
 	ids, _ := json.Marshal(taskIDs)
 	body := fmt.Sprintf(`{"agent_id":"agent-1","task_ids":%s%s}`, ids, extra)
@@ -156,7 +72,7 @@ type claimResp struct {
 }
 
 // claimAs claims for agentID with key; body may be "".
-func (e *rolloutEnv) claimAs(key, agentID, query, body string, headers ...string) claimResp {
+func (e *env) claimAs(key, agentID, query, body string, headers ...string) claimResp {
 	e.t.Helper()
 	path := "/agents/" + url.PathEscape(agentID) + "/claim" + query
 	var r response
@@ -184,13 +100,13 @@ func (e *rolloutEnv) claimAs(key, agentID, query, body string, headers ...string
 	return out
 }
 
-func (e *rolloutEnv) claim(body string) claimResp {
+func (e *env) claim(body string) claimResp {
 	e.t.Helper()
 	return e.claimAs(e.agent, "agent-1", "", body)
 }
 
 // claimOne claims exactly one rollout.
-func (e *rolloutEnv) claimOne() flywheel.RolloutRequest {
+func (e *env) claimOne() flywheel.RolloutRequest {
 	e.t.Helper()
 	c := e.claim("")
 	if c.status != http.StatusOK || len(c.claim.Rollouts) != 1 {
@@ -204,18 +120,18 @@ func leaseOf(r flywheel.RolloutRequest) string {
 	return tok
 }
 
-func (e *rolloutEnv) heartbeat(id, token string) response {
+func (e *env) heartbeat(id, token string) response {
 	e.t.Helper()
 	return e.do(http.MethodPost, "/rollouts/"+id+"/heartbeat", e.agent, nil, "Lease-Token", token)
 }
 
-func (e *rolloutEnv) output(id, token, body string) response {
+func (e *env) output(id, token, body string) response {
 	e.t.Helper()
 	return e.json(http.MethodPost, "/rollouts/"+id+"/output", e.agent, body, "Lease-Token", token)
 }
 
 // rolloutView is GET /api/v1/rollouts/{id} decoded loosely.
-func (e *rolloutEnv) rolloutView(id string) map[string]json.RawMessage {
+func (e *env) rolloutView(id string) map[string]json.RawMessage {
 	e.t.Helper()
 	r := e.do(http.MethodGet, "/api/v1/rollouts/"+id, e.admin, nil)
 	if r.status != http.StatusOK {

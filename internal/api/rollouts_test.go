@@ -18,8 +18,8 @@ import (
 )
 
 // forEachEngine runs f on SQLite and on PostgreSQL.
-func forEachEngine(t *testing.T, f func(t *testing.T, eng rolloutEngine)) {
-	for _, eng := range rolloutEngines() {
+func forEachEngine(t *testing.T, f func(t *testing.T, eng engine)) {
+	for _, eng := range engines() {
 		t.Run(eng.name, func(t *testing.T) {
 			t.Parallel()
 			f(t, eng)
@@ -29,8 +29,8 @@ func forEachEngine(t *testing.T, f func(t *testing.T, eng rolloutEngine)) {
 
 func TestClaim_EmptyQueueIs200WithPollAfterNever204(t *testing.T) {
 	t.Parallel()
-	forEachEngine(t, func(t *testing.T, eng rolloutEngine) {
-		e := newRolloutEnv(t, eng, rollout.Config{})
+	forEachEngine(t, func(t *testing.T, eng engine) {
+		e := newEnv(t, eng, Config{}, withFakeClock(rolloutStart), withRollouts(rollout.Config{}))
 		var got []int
 		for range 5 {
 			c := e.claim("")
@@ -57,8 +57,8 @@ func TestClaim_EmptyQueueIs200WithPollAfterNever204(t *testing.T) {
 
 func TestClaim_RolloutRequestFollowsTheContract(t *testing.T) {
 	t.Parallel()
-	forEachEngine(t, func(t *testing.T, eng rolloutEngine) {
-		e := newRolloutEnv(t, eng, rollout.Config{})
+	forEachEngine(t, func(t *testing.T, eng engine) {
+		e := newEnv(t, eng, Config{}, withFakeClock(rolloutStart), withRollouts(rollout.Config{}))
 		tasks := e.tasks(1)
 		batchID, ids := e.batch(tasks, `,"deadline_s":120.5,"group_size":2`)
 		c := e.claim(`{"max_rollouts":1,"lease_seconds":30,"worker_id":"w-1","worker_version":"1.2"}`)
@@ -102,7 +102,7 @@ func TestClaim_RolloutRequestFollowsTheContract(t *testing.T) {
 
 func TestClaim_LeaseSecondsClampedAndGrantReflected(t *testing.T) {
 	t.Parallel()
-	e := newRolloutEnv(t, rolloutSQLite, rollout.Config{})
+	e := newEnv(t, sqliteEngine, Config{}, withFakeClock(rolloutStart), withRollouts(rollout.Config{}))
 	e.batch(e.tasks(3), "")
 	now := float64(e.clk.Now().UnixMicro()) / 1e6
 	for _, c := range []struct {
@@ -123,7 +123,7 @@ func TestClaim_LeaseSecondsClampedAndGrantReflected(t *testing.T) {
 
 func TestClaim_BadBodies422WithPointer(t *testing.T) {
 	t.Parallel()
-	e := newRolloutEnv(t, rolloutSQLite, rollout.Config{})
+	e := newEnv(t, sqliteEngine, Config{}, withFakeClock(rolloutStart), withRollouts(rollout.Config{}))
 	cases := []struct {
 		body, query, pointer string
 	}{
@@ -144,7 +144,7 @@ func TestClaim_BadBodies422WithPointer(t *testing.T) {
 
 func TestClaim_AgentIDPathParam(t *testing.T) {
 	t.Parallel()
-	e := newRolloutEnv(t, rolloutSQLite, rollout.Config{})
+	e := newEnv(t, sqliteEngine, Config{}, withFakeClock(rolloutStart), withRollouts(rollout.Config{}))
 	// A percent-encoded Unicode agent id is decoded, then checked.
 	if c := e.claimAs(e.agent, "café ü 7", "", ""); c.status != http.StatusOK {
 		t.Fatalf("claim for a Unicode agent id: %d %s", c.status, c.body)
@@ -161,7 +161,7 @@ func TestClaim_AgentIDPathParam(t *testing.T) {
 
 func TestClaim_LongPollAnswersWhenWorkArrives(t *testing.T) {
 	t.Parallel()
-	e := newRolloutEnv(t, rolloutSQLite, rollout.Config{})
+	e := newEnv(t, sqliteEngine, Config{}, withFakeClock(rolloutStart), withRollouts(rollout.Config{}))
 	tasks := e.tasks(1)
 	done := make(chan claimResp, 1)
 	go func() { done <- e.claimAs(e.agent, "agent-1", "?wait_ms=30000", "") }()
@@ -191,8 +191,8 @@ func TestClaim_LongPollAnswersWhenWorkArrives(t *testing.T) {
 
 func TestClaim_IdempotencyKeyReturnsSameRollouts(t *testing.T) {
 	t.Parallel()
-	forEachEngine(t, func(t *testing.T, eng rolloutEngine) {
-		e := newRolloutEnv(t, eng, rollout.Config{})
+	forEachEngine(t, func(t *testing.T, eng engine) {
+		e := newEnv(t, eng, Config{}, withFakeClock(rolloutStart), withRollouts(rollout.Config{}))
 		e.batch(e.tasks(3), "")
 		a := e.claimAs(e.agent, "agent-1", "", `{"max_rollouts":2}`, "Idempotency-Key", "claim-7")
 		b := e.claimAs(e.agent, "agent-1", "", `{"max_rollouts":2}`, "Idempotency-Key", "claim-7")
@@ -219,8 +219,8 @@ func TestClaim_IdempotencyKeyReturnsSameRollouts(t *testing.T) {
 
 func TestHeartbeat_RenewsToNowPlusOriginalGrant(t *testing.T) {
 	t.Parallel()
-	forEachEngine(t, func(t *testing.T, eng rolloutEngine) {
-		e := newRolloutEnv(t, eng, rollout.Config{})
+	forEachEngine(t, func(t *testing.T, eng engine) {
+		e := newEnv(t, eng, Config{}, withFakeClock(rolloutStart), withRollouts(rollout.Config{}))
 		e.batch(e.tasks(1), "")
 		c := e.claim(`{"lease_seconds":30}`)
 		r := c.claim.Rollouts[0]
@@ -240,8 +240,8 @@ func TestHeartbeat_RenewsToNowPlusOriginalGrant(t *testing.T) {
 
 func TestHeartbeat_ChecksInOrder(t *testing.T) {
 	t.Parallel()
-	forEachEngine(t, func(t *testing.T, eng rolloutEngine) {
-		e := newRolloutEnv(t, eng, rollout.Config{})
+	forEachEngine(t, func(t *testing.T, eng engine) {
+		e := newEnv(t, eng, Config{}, withFakeClock(rolloutStart), withRollouts(rollout.Config{}))
 		e.batch(e.tasks(3), `,"max_attempts":1`)
 		r := e.claimOne()
 		other, otherAdmin := e.newTenant("other")
@@ -276,8 +276,8 @@ func TestHeartbeat_ChecksInOrder(t *testing.T) {
 
 func TestOutput_AcceptedReplayedAndConflicting(t *testing.T) {
 	t.Parallel()
-	forEachEngine(t, func(t *testing.T, eng rolloutEngine) {
-		e := newRolloutEnv(t, eng, rollout.Config{})
+	forEachEngine(t, func(t *testing.T, eng engine) {
+		e := newEnv(t, eng, Config{}, withFakeClock(rolloutStart), withRollouts(rollout.Config{}))
 		e.batch(e.tasks(1), "")
 		r := e.claimOne()
 		body := `{"final_text":"refund issued","tool_calls":[{"name":"issue_refund","outcome":"ok","status_code":200,"tool_call_id":"call_1"}],"llm_call_count":0}`
@@ -304,8 +304,8 @@ func TestOutput_AcceptedReplayedAndConflicting(t *testing.T) {
 
 func TestOutput_ChecksInOrder(t *testing.T) {
 	t.Parallel()
-	forEachEngine(t, func(t *testing.T, eng rolloutEngine) {
-		e := newRolloutEnv(t, eng, rollout.Config{})
+	forEachEngine(t, func(t *testing.T, eng engine) {
+		e := newEnv(t, eng, Config{}, withFakeClock(rolloutStart), withRollouts(rollout.Config{}))
 		e.batch(e.tasks(4), `,"deadline_s":100,"max_attempts":1`)
 		r := e.claimOne()
 		invalid := `{"final_text":"x","score":1}`
@@ -357,7 +357,7 @@ func TestOutput_ChecksInOrder(t *testing.T) {
 
 func TestOutput_AbsentToolCallsIsNullAndDistinctFromEmpty(t *testing.T) {
 	t.Parallel()
-	e := newRolloutEnv(t, rolloutSQLite, rollout.Config{})
+	e := newEnv(t, sqliteEngine, Config{}, withFakeClock(rolloutStart), withRollouts(rollout.Config{}))
 	e.batch(e.tasks(2), "")
 	a, b := e.claimOne(), e.claimOne()
 	if o := e.output(a.RolloutID, leaseOf(a), `{"final_text":"x"}`); o.status != http.StatusOK {
@@ -382,8 +382,8 @@ func TestOutput_AbsentToolCallsIsNullAndDistinctFromEmpty(t *testing.T) {
 
 func TestWatchdog_LeaseExpiryAbandonsRevokesAndRetries(t *testing.T) {
 	t.Parallel()
-	forEachEngine(t, func(t *testing.T, eng rolloutEngine) {
-		e := newRolloutEnv(t, eng, rollout.Config{})
+	forEachEngine(t, func(t *testing.T, eng engine) {
+		e := newEnv(t, eng, Config{}, withFakeClock(rolloutStart), withRollouts(rollout.Config{}))
 		e.batch(e.tasks(1), `,"max_attempts":2`)
 		r := e.claimOne()
 		e.clk.Advance(59 * time.Second)
@@ -417,8 +417,8 @@ func TestWatchdog_LeaseExpiryAbandonsRevokesAndRetries(t *testing.T) {
 
 func TestGrading_AcceptedOutputIsGradedFromTheDurableQueue(t *testing.T) {
 	t.Parallel()
-	forEachEngine(t, func(t *testing.T, eng rolloutEngine) {
-		e := newRolloutEnv(t, eng, rollout.Config{})
+	forEachEngine(t, func(t *testing.T, eng engine) {
+		e := newEnv(t, eng, Config{}, withFakeClock(rolloutStart), withRollouts(rollout.Config{}))
 		e.batch(e.tasks(2), "")
 		a, b := e.claimOne(), e.claimOne()
 		good := `{"final_text":"refund issued","tool_calls":[{"name":"issue_refund","outcome":"ok","status_code":200}],"llm_call_count":0,"reward":1,"success":true}`
@@ -478,7 +478,7 @@ func TestGrading_AcceptedOutputIsGradedFromTheDurableQueue(t *testing.T) {
 
 func TestRolloutDetail_EveryKeyPresentAndNoSecrets(t *testing.T) {
 	t.Parallel()
-	e := newRolloutEnv(t, rolloutSQLite, rollout.Config{})
+	e := newEnv(t, sqliteEngine, Config{}, withFakeClock(rolloutStart), withRollouts(rollout.Config{}))
 	e.batch(e.tasks(1), "")
 	r := e.claimOne()
 	resp := e.do(http.MethodGet, "/api/v1/rollouts/"+r.RolloutID, e.admin, nil)
@@ -506,8 +506,8 @@ func TestRolloutDetail_EveryKeyPresentAndNoSecrets(t *testing.T) {
 
 func TestBatches_ValidationDefaultsAndIdempotency(t *testing.T) {
 	t.Parallel()
-	forEachEngine(t, func(t *testing.T, eng rolloutEngine) {
-		e := newRolloutEnv(t, eng, rollout.Config{})
+	forEachEngine(t, func(t *testing.T, eng engine) {
+		e := newEnv(t, eng, Config{}, withFakeClock(rolloutStart), withRollouts(rollout.Config{}))
 		tasks := e.tasks(2)
 		ids, _ := json.Marshal(tasks)
 		bad := []struct{ body, code, ptr string }{
@@ -563,7 +563,7 @@ func TestBatches_ValidationDefaultsAndIdempotency(t *testing.T) {
 }
 
 // suiteName finds the suite a task came from.
-func (e *rolloutEnv) suiteName(taskID string) string {
+func (e *env) suiteName(taskID string) string {
 	e.t.Helper()
 	r := e.do(http.MethodGet, "/api/v1/tasks/"+taskID, e.admin, nil)
 	var tk struct {
@@ -582,8 +582,8 @@ func (e *rolloutEnv) suiteName(taskID string) string {
 // exactly once, on both stores.
 func TestClaim_ConcurrentClaimersTakeEachRolloutExactlyOnce(t *testing.T) {
 	t.Parallel()
-	forEachEngine(t, func(t *testing.T, eng rolloutEngine) {
-		e := newRolloutEnv(t, eng, rollout.Config{})
+	forEachEngine(t, func(t *testing.T, eng engine) {
+		e := newEnv(t, eng, Config{}, withFakeClock(rolloutStart), withRollouts(rollout.Config{}))
 		_, ids := e.batch(e.tasks(100), `,"group_size":10`)
 		if len(ids) != 1000 {
 			t.Fatalf("minted %d rollouts", len(ids))

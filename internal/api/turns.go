@@ -2,16 +2,11 @@ package api
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"mime"
 	"net/http"
-	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/gyrehq/gyre"
@@ -41,7 +36,7 @@ func (s *Server) postTurns(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := turnsRequireJSON(r); err != nil {
+	if err := requireJSON(r); err != nil {
 		return err
 	}
 	raw, err := readBody(r, s.cfg.MaxBodyBytes)
@@ -71,20 +66,6 @@ func (s *Server) postTurns(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// turnsRequireJSON refuses a declared Content-Type that is not JSON (415); a
-// missing one is taken as JSON, as decodeJSON does.
-func turnsRequireJSON(r *http.Request) error {
-	ct := r.Header.Get("Content-Type")
-	if ct == "" {
-		return nil
-	}
-	mt, _, err := mime.ParseMediaType(ct)
-	if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
-		return gyre.Errorf(gyre.CodeUnsupportedMedia, "Content-Type must be application/json")
-	}
-	return nil
-}
-
 // turnBatch is a decoded, contract-valid POST /turns body.
 type turnBatch struct {
 	agentID string
@@ -103,8 +84,8 @@ type turnBatch struct {
 //     SHA-256 of its canonical JSON, and the members the store indexes.
 //
 // The validator parses the text once; one more pass over the bytes, with
-// no value tree, finds the turns, canonicalizes each (turnCanon) and reads
-// its identifiers.
+// no value tree, finds the turns, canonicalizes each (jcs.Canonicalizer)
+// and reads its identifiers.
 func decodeTurnBatch(raw []byte, allows func(agentID string) bool) (turnBatch, error) {
 	if allows != nil {
 		if id, ok := peekAgentID(raw); ok && flywheel.ValidateAgentID(id) == nil && !allows(id) {
@@ -139,16 +120,16 @@ func errAgentForbidden(agentID string) error {
 // a scan up to that member can tell, a JSON object whose agent_id member is
 // a string.
 func peekAgentID(raw []byte) (string, bool) {
-	w := jsonWalker{src: raw}
+	w := jcs.NewWalker(raw)
 	var id string
 	found := false
-	_, err := w.members(0, func(name string, start int) (int, error) {
-		end, err := w.skip(start)
+	_, err := w.Members(0, func(name string, start int) (int, error) {
+		end, err := w.Skip(start)
 		if err != nil || name != "agent_id" {
 			return end, err
 		}
 		found = true
-		if id, err = w.stringAt(start, end); err != nil {
+		if id, err = w.String(start, end); err != nil {
 			return end, err
 		}
 		return end, errStopWalk
@@ -162,25 +143,24 @@ var errStopWalk = errors.New("stop")
 // for each turn, the exact bytes, canonical hash and indexed members.
 func readTurnBatch(raw []byte) (turnBatch, error) {
 	var b turnBatch
-	w := jsonWalker{src: raw}
-	c := turnCanon{w: jsonWalker{src: raw, names: make(map[string]string, 32)}}
-	_, err := w.members(0, func(name string, start int) (int, error) {
+	r := turnReader{raw: raw, w: jcs.NewWalker(raw)}
+	_, err := r.w.Members(0, func(name string, start int) (int, error) {
 		switch name {
 		case "agent_id":
-			end, err := w.skip(start)
+			end, err := r.w.Skip(start)
 			if err == nil {
-				b.agentID, err = w.stringAt(start, end)
+				b.agentID, err = r.w.String(start, end)
 			}
 			return end, err
 		case "turns":
 			b.turns = make([]store.NewTurn, 0, store.MaxTurnsPerBatch)
-			return w.elements(start, func(start int) (int, error) {
-				nt, end, err := c.turn(start)
+			return r.w.Elements(start, func(start int) (int, error) {
+				nt, end, err := r.turn(start)
 				b.turns = append(b.turns, nt)
 				return end, err
 			})
 		}
-		return w.skip(start)
+		return r.w.Skip(start)
 	})
 	switch {
 	case err != nil:
@@ -191,38 +171,21 @@ func readTurnBatch(raw []byte) (turnBatch, error) {
 	return b, nil
 }
 
-// turnCanon computes each turn's canonical hash and reads its members,
-// reusing its buffers from turn to turn.
-type turnCanon struct {
-	w       jsonWalker
-	dst     []byte
-	scratch []canonMember
-	// top, if set, receives each member of the outermost object, in text
-	// order, with its value's span.
-	top func(name string, start, end int) error
+// turnReader reads the turns of one batch, reusing the canonicalizer's
+// buffers from turn to turn.
+type turnReader struct {
+	raw   []byte
+	w     jcs.Walker // over raw
+	canon jcs.Canonicalizer
 }
 
-// canonMember is an object member waiting to be written in name order.
-type canonMember struct {
-	name       string
-	start, end int // the value's bytes
-}
-
-// maxCanonDepth is how deeply objects and arrays may nest in a turn that
-// turnCanon canonicalizes itself. It reads an object's member values once
-// to find them and again to write them in name order, so a nested value is
-// read once per enclosing object; deeper turns (not seen in practice) go
-// to jcs, which builds a tree instead, so that the work stays linear in
-// the size of the body whatever its shape.
-const maxCanonDepth = 24
-
-var errCanonTooDeep = errors.New("nested too deeply for turnCanon")
-
-// turn returns the NewTurn of the turn whose text starts at src[start:],
-// and the offset just past it.
-func (c *turnCanon) turn(start int) (store.NewTurn, int, error) {
+// turn returns the NewTurn of the turn whose text starts at raw[start:],
+// and the offset just past it: one pass over the turn's bytes hashes its
+// canonical form and reads the members the store indexes.
+func (r *turnReader) turn(start int) (store.NewTurn, int, error) {
 	var nt store.NewTurn
-	member := func(name string, vs, ve int) error {
+	start = r.w.Space(start)
+	sum, end, err := r.canon.HashValue(r.raw, start, func(name string, vs, ve int) error {
 		var dst *string
 		switch name {
 		case "turn_id":
@@ -237,370 +200,18 @@ func (c *turnCanon) turn(start int) (store.NewTurn, int, error) {
 			return nil
 		}
 		var err error
-		*dst, err = c.w.stringAt(vs, ve)
+		*dst, err = r.w.String(vs, ve)
 		return err
-	}
-	start = c.w.space(start)
-	c.dst, c.scratch, c.top = c.dst[:0], c.scratch[:0], member
-	end, err := c.value(start, 0)
-	c.top = nil
-	if errors.Is(err, errCanonTooDeep) {
-		nt = store.NewTurn{}
-		if end, err = c.w.skip(start); err == nil {
-			_, err = c.w.members(start, func(name string, vs int) (int, error) {
-				ve, err := c.w.skip(vs)
-				if err == nil {
-					err = member(name, vs, ve)
-				}
-				return ve, err
-			})
-		}
-		if err == nil {
-			c.dst, err = jcs.Canonicalize(c.w.src[start:end])
-		}
-	}
+	})
 	if err != nil {
 		return nt, end, fmt.Errorf("canonicalize a turn: %w", err)
 	}
 	if nt.TurnID == "" {
 		return nt, end, errors.New("a turn without turn_id")
 	}
-	nt.Body = c.w.src[start:end:end]
-	sum := sha256.Sum256(c.dst)
-	nt.SHA256 = hex.EncodeToString(sum[:])
+	nt.Body = r.raw[start:end:end]
+	nt.SHA256 = sum
 	return nt, end, nil
-}
-
-// value appends the RFC 8785 form of the value at src[pos:] to c.dst,
-// exactly as jcs.Canonicalize writes it, and returns the offset just past
-// the value. It reads text that jcs.Parse accepts (the validator parsed
-// it). Strings without escapes are copied as they are: JSON text cannot
-// hold unescaped any character RFC 8785 escapes.
-func (c *turnCanon) value(pos, depth int) (int, error) {
-	src := c.w.src
-	pos = c.w.space(pos)
-	if pos >= len(src) {
-		return pos, errors.New("value expected")
-	}
-	switch ch := src[pos]; {
-	case ch == '{':
-		if depth >= maxCanonDepth {
-			return pos, errCanonTooDeep
-		}
-		return c.object(pos, depth+1)
-	case ch == '[':
-		if depth >= maxCanonDepth {
-			return pos, errCanonTooDeep
-		}
-		c.dst = append(c.dst, '[')
-		first := true
-		end, err := c.w.elements(pos, func(start int) (int, error) {
-			if !first {
-				c.dst = append(c.dst, ',')
-			}
-			first = false
-			return c.value(start, depth+1)
-		})
-		c.dst = append(c.dst, ']')
-		return end, err
-	case ch == '"':
-		end, err := c.w.skip(pos)
-		if err != nil {
-			return end, err
-		}
-		if bytes.IndexByte(src[pos:end], '\\') < 0 {
-			c.dst = append(c.dst, src[pos:end]...)
-			return end, nil
-		}
-		s, err := c.w.stringAt(pos, end)
-		if err != nil {
-			return end, err
-		}
-		c.dst, err = jcs.Append(c.dst, s)
-		return end, err
-	case ch == 't' || ch == 'f' || ch == 'n':
-		end, err := c.w.skip(pos)
-		c.dst = append(c.dst, src[pos:end]...)
-		return end, err
-	default:
-		end, err := c.w.skip(pos)
-		if err != nil {
-			return end, err
-		}
-		c.dst, err = appendCanonNumber(c.dst, src[pos:end])
-		return end, err
-	}
-}
-
-// object writes the object at src[pos:] with its members sorted as RFC
-// 8785 §3.2.3 requires (jcs.CompareKeys) and returns the offset past it.
-func (c *turnCanon) object(pos, depth int) (int, error) {
-	base := len(c.scratch)
-	end, err := c.w.members(pos, func(name string, start int) (int, error) {
-		e, err := c.w.skip(start)
-		if err != nil {
-			return e, err
-		}
-		c.scratch = append(c.scratch, canonMember{name: name, start: start, end: e})
-		if depth == 1 && c.top != nil {
-			err = c.top(name, start, e)
-		}
-		return e, err
-	})
-	if err != nil {
-		return end, err
-	}
-	n := len(c.scratch) - base
-	slices.SortFunc(c.scratch[base:], func(a, b canonMember) int { return jcs.CompareKeys(a.name, b.name) })
-	c.dst = append(c.dst, '{')
-	for i := range n {
-		// Nested objects append to c.scratch past this object's members
-		// and cut it back; index afresh, the array may have moved.
-		m := c.scratch[base+i]
-		if i > 0 {
-			c.dst = append(c.dst, ',')
-		}
-		if c.dst, err = appendCanonName(c.dst, m.name); err != nil {
-			return end, err
-		}
-		c.dst = append(c.dst, ':')
-		if _, err := c.value(m.start, depth); err != nil {
-			return end, err
-		}
-	}
-	c.dst = append(c.dst, '}')
-	c.scratch = c.scratch[:base]
-	return end, nil
-}
-
-// appendCanonName appends the canonical form of a member name: as it is,
-// quoted, unless it holds one of the characters RFC 8785 escapes (", \ and
-// the C0 controls), when jcs writes it.
-func appendCanonName(dst []byte, name string) ([]byte, error) {
-	for i := 0; i < len(name); i++ {
-		if c := name[i]; c < 0x20 || c == '"' || c == '\\' {
-			return jcs.Append(dst, name)
-		}
-	}
-	dst = append(dst, '"')
-	dst = append(dst, name...)
-	return append(dst, '"'), nil
-}
-
-// appendCanonNumber appends the canonical form of the JSON number text
-// num. A plain integer of up to 15 digits is its own canonical form (but
-// -0 is 0); anything else goes through jcs, as jcs.Canonicalize does.
-func appendCanonNumber(dst, num []byte) ([]byte, error) {
-	digits := num
-	if len(digits) > 0 && digits[0] == '-' {
-		digits = digits[1:]
-	}
-	plain := len(digits) > 0 && len(digits) <= 15 && (digits[0] != '0' || len(digits) == 1)
-	for _, d := range digits {
-		if d < '0' || d > '9' {
-			plain = false
-			break
-		}
-	}
-	if plain {
-		if len(num) == 2 && num[0] == '-' && num[1] == '0' {
-			return append(dst, '0'), nil
-		}
-		return append(dst, num...), nil
-	}
-	return jcs.Append(dst, json.Number(num))
-}
-
-// jsonWalker reads JSON text without building values. It assumes the text
-// is JSON and stops with an error, never a wrong answer, when it is not.
-type jsonWalker struct {
-	src []byte
-	// names interns object member names, if set: a batch repeats the same
-	// few names in every turn.
-	names map[string]string
-}
-
-// maxInternedNames bounds jsonWalker.names for bodies with many distinct
-// member names.
-const maxInternedNames = 256
-
-// space returns the offset of the first non-space byte at or after pos.
-func (w jsonWalker) space(pos int) int {
-	for pos < len(w.src) {
-		switch w.src[pos] {
-		case ' ', '\t', '\n', '\r':
-			pos++
-		default:
-			return pos
-		}
-	}
-	return pos
-}
-
-// members calls fn with the name of each member of the object at
-// src[pos:] and the offset of its value, in text order; fn returns the
-// offset just past the value (w.skip finds it when fn does not read the
-// value itself). It returns the offset just past the object, or fn's
-// first error.
-func (w jsonWalker) members(pos int, fn func(name string, start int) (end int, err error)) (int, error) {
-	pos = w.space(pos)
-	if pos >= len(w.src) || w.src[pos] != '{' {
-		return pos, errors.New("not an object")
-	}
-	pos = w.space(pos + 1)
-	if pos < len(w.src) && w.src[pos] == '}' {
-		return pos + 1, nil
-	}
-	for {
-		nameEnd, err := w.skip(pos)
-		if err != nil || w.src[pos] != '"' {
-			return pos, errors.New("member name expected")
-		}
-		name, err := w.name(pos, nameEnd)
-		if err != nil {
-			return pos, err
-		}
-		pos = w.space(nameEnd)
-		if pos >= len(w.src) || w.src[pos] != ':' {
-			return pos, errors.New("colon expected")
-		}
-		end, err := fn(name, w.space(pos+1))
-		if err != nil {
-			return end, err
-		}
-		pos = w.space(end)
-		switch {
-		case pos < len(w.src) && w.src[pos] == ',':
-			pos = w.space(pos + 1)
-		case pos < len(w.src) && w.src[pos] == '}':
-			return pos + 1, nil
-		default:
-			return pos, errors.New("comma or } expected")
-		}
-	}
-}
-
-// elements calls fn with the offset of each element of the array at
-// src[pos:], in order; fn returns the offset just past the element. It
-// returns the offset just past the array, or fn's first error.
-func (w jsonWalker) elements(pos int, fn func(start int) (end int, err error)) (int, error) {
-	pos = w.space(pos)
-	if pos >= len(w.src) || w.src[pos] != '[' {
-		return pos, errors.New("not an array")
-	}
-	pos = w.space(pos + 1)
-	if pos < len(w.src) && w.src[pos] == ']' {
-		return pos + 1, nil
-	}
-	for {
-		end, err := fn(pos)
-		if err != nil {
-			return end, err
-		}
-		pos = w.space(end)
-		switch {
-		case pos < len(w.src) && w.src[pos] == ',':
-			pos = w.space(pos + 1)
-		case pos < len(w.src) && w.src[pos] == ']':
-			return pos + 1, nil
-		default:
-			return pos, errors.New("comma or ] expected")
-		}
-	}
-}
-
-// skip returns the offset just past the value at src[pos:].
-func (w jsonWalker) skip(pos int) (int, error) {
-	if pos >= len(w.src) {
-		return pos, errors.New("value expected")
-	}
-	switch w.src[pos] {
-	case '"':
-		// Find each quote with IndexByte (vectorised); one preceded by an
-		// odd run of backslashes is escaped.
-		for pos++; pos < len(w.src); {
-			i := bytes.IndexByte(w.src[pos:], '"')
-			if i < 0 {
-				break
-			}
-			q := pos + i
-			bs := 0
-			for j := q - 1; j >= pos && w.src[j] == '\\'; j-- {
-				bs++
-			}
-			if bs%2 == 0 {
-				return q + 1, nil
-			}
-			pos = q + 1
-		}
-		return len(w.src), errors.New("unterminated string")
-	case '{', '[':
-		depth := 0
-		for pos < len(w.src) {
-			switch w.src[pos] {
-			case '"':
-				end, err := w.skip(pos)
-				if err != nil {
-					return end, err
-				}
-				pos = end
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return pos + 1, nil
-				}
-			}
-			pos++
-		}
-		return pos, errors.New("unterminated object or array")
-	default: // number or literal
-		start := pos
-		for pos < len(w.src) {
-			switch w.src[pos] {
-			case ',', '}', ']', ':', ' ', '\t', '\n', '\r':
-				if pos == start {
-					return pos, errors.New("value expected")
-				}
-				return pos, nil
-			}
-			pos++
-		}
-		return pos, nil
-	}
-}
-
-// name decodes the member name literal src[start:end], interned.
-func (w jsonWalker) name(start, end int) (string, error) {
-	if w.names == nil || end-start < 2 {
-		return w.stringAt(start, end)
-	}
-	if k, ok := w.names[string(w.src[start+1:end-1])]; ok {
-		return k, nil
-	}
-	k, err := w.stringAt(start, end)
-	if err == nil && len(w.names) < maxInternedNames && !bytes.Contains(w.src[start:end], []byte{'\\'}) {
-		w.names[k] = k
-	}
-	return k, err
-}
-
-// stringAt decodes the JSON string literal src[start:end].
-func (w jsonWalker) stringAt(start, end int) (string, error) {
-	lit := w.src[start:end]
-	if len(lit) < 2 || lit[0] != '"' || lit[len(lit)-1] != '"' {
-		return "", errors.New("not a string")
-	}
-	if bytes.IndexByte(lit, '\\') < 0 {
-		return string(lit[1 : len(lit)-1]), nil
-	}
-	var s string
-	if err := json.Unmarshal(lit, &s); err != nil {
-		return "", fmt.Errorf("decode string: %w", err)
-	}
-	return s, nil
 }
 
 // listTurns is GET /api/v1/turns: the tenant's stored turns in order of

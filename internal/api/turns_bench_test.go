@@ -32,12 +32,12 @@ const turnsBenchSenders = 8
 // included); ns/op is per batch. PostgreSQL runs when
 // GYRE_TEST_POSTGRES_URL is set.
 func BenchmarkTurnsIntake(b *testing.B) {
-	for _, eng := range []turnEngine{turnSQLite, turnPostgres} {
+	for _, eng := range engines() {
 		b.Run(eng.name, func(b *testing.B) { benchTurnsIntake(b, eng) })
 	}
 }
 
-func benchTurnsIntake(b *testing.B, eng turnEngine) {
+func benchTurnsIntake(b *testing.B, eng engine) {
 	st := eng.open(b, clock.Real{})
 	srv, err := New(Config{}, Deps{Store: st, Logger: telemetry.Discard(), Clock: clock.Real{}, Metrics: telemetry.NewMetrics()})
 	if err != nil {

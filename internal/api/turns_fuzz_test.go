@@ -61,7 +61,7 @@ func FuzzTurnsIntake(f *testing.F) {
 		f.Add([]byte(s))
 	}
 
-	st := turnSQLite.open(f, clock.Real{})
+	st := sqliteEngine.open(f, clock.Real{})
 	srv, err := New(Config{}, Deps{Store: st, Logger: telemetry.Discard(), Clock: clock.Real{}, Metrics: telemetry.NewMetrics()})
 	if err != nil {
 		f.Fatal(err)
@@ -294,101 +294,18 @@ func turnCheckConflict(t *testing.T, st store.Store, tenantID string, b turnBatc
 	}
 }
 
-// FuzzTurnCanonical checks turnCanon, POST /turns's canonicalizer, against
-// internal/jcs: for every text jcs.Parse accepts, both write the same
-// bytes (or turnCanon hands a too-deep value back to jcs).
-func FuzzTurnCanonical(f *testing.F) {
-	files, err := filepath.Glob(filepath.Join("..", "jcs", "testdata", "*.json"))
-	if err != nil {
-		f.Fatal(err)
-	}
-	for _, file := range files {
-		b, err := os.ReadFile(file)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b)
-	}
-	for _, s := range turnCanonSeeds {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, raw []byte) {
-		want, err := jcs.Canonicalize(raw)
-		if err != nil {
-			return // not I-JSON: the validator refuses it before turnCanon runs
-		}
-		got, err := turnCanonical(raw)
-		if errors.Is(err, errCanonTooDeep) {
-			return
-		}
-		if err != nil || !bytes.Equal(got, want) {
-			t.Fatalf("turnCanon(%q) = %q, %v; jcs writes %q", raw, got, err, want)
-		}
-	})
-}
-
-// turnCanonical runs turnCanon on one whole JSON text.
-func turnCanonical(raw []byte) ([]byte, error) {
-	c := turnCanon{w: jsonWalker{src: raw, names: map[string]string{}}}
-	end, err := c.value(0, 0)
-	if err != nil {
-		return nil, err
-	}
-	if c.w.space(end) != len(raw) {
-		return nil, errors.New("data after the value")
-	}
-	return c.dst, nil
-}
-
-// turnCanonSeeds are texts whose canonical form takes each rule of RFC
-// 8785: key order by UTF-16 code units, number forms, string escapes.
-var turnCanonSeeds = []string{
-	`{"b":1,"a":2,"aa":3,"":4,"A":5}`,
-	`{"\ud83d\ude00":1,"\ufb33":2,"é":3,"e\u0301":4,"\u0000":5}`,
-	`[0,-0,1.0,1e0,10e-1,-1.5e+3,1E21,1e-7,0.000001,123456789012345678,9007199254740993,5e-324,1.7976931348623157e308,-0.0]`,
-	`[100000000000000000000,1e20,123456789012345,1234567890123456,-123456789012345,0.1,0.2,3.0e2]`,
-	`"a\"b\\c\/d\b\f\n\r\t\u0001\u001f\u007f\u0080\u2028\u2029 \ud834\udd1e"`,
-	`"plain é 😀 \u00e9"`,
-	` { "z" : [ { "y" : null , "x" : true } , [ ] , { } ] , "a" : false } `,
-	`{"a":{"b":{"c":{"d":[1,{"e":"f"}]}}}}`,
-	strings.Repeat("[", maxCanonDepth+1) + "1" + strings.Repeat("]", maxCanonDepth+1),
-	strings.Repeat("[", maxCanonDepth) + "1" + strings.Repeat("]", maxCanonDepth),
-	strings.Repeat(`{"a":`, maxCanonDepth+1) + "1" + strings.Repeat("}", maxCanonDepth+1),
-	strings.Repeat(`{"a":`, maxCanonDepth-1) + `{"b":2,"a":1}` + strings.Repeat("}", maxCanonDepth-1),
-	`{"k\u0022":"v","k\"2":1}`,
-}
-
-func TestTurnCanonMatchesJCS(t *testing.T) {
+// TestDecodeTurnBatch_BenchBatch checks the benchmark's realistic batch
+// as FuzzTurnsIntake checks every body it accepts: each turn's bytes, its
+// identifiers and the hash of its canonical form.
+func TestDecodeTurnBatch_BenchBatch(t *testing.T) {
 	t.Parallel()
-	files, err := filepath.Glob(filepath.Join("..", "jcs", "testdata", "*.json"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("jcs test data: %v", err)
+	body := newTurnsBenchBatch().body(7)
+	batch, err := decodeTurnBatch(body, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	inputs := append([]string(nil), turnCanonSeeds...)
-	for _, file := range files {
-		b, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		inputs = append(inputs, string(b))
-	}
-	inputs = append(inputs, string(newTurnsBenchBatch().body(7)))
-	deep := 0
-	for _, in := range inputs {
-		want, err := jcs.Canonicalize([]byte(in))
-		if err != nil {
-			t.Fatalf("jcs refuses seed %q: %v", in, err)
-		}
-		got, err := turnCanonical([]byte(in))
-		if errors.Is(err, errCanonTooDeep) {
-			deep++
-			continue
-		}
-		if err != nil || !bytes.Equal(got, want) {
-			t.Errorf("turnCanon(%q)\n = %q, %v\nwant %q", in, got, err, want)
-		}
-	}
-	if deep != 2 {
-		t.Errorf("%d seeds too deep for turnCanon, want the 2 nested past maxCanonDepth", deep)
+	turnCheckDecoded(t, body, batch, nil)
+	if batch.agentID != turnsBenchAgent || len(batch.turns) != turnsBenchTurns {
+		t.Fatalf("decoded %q with %d turns, want %q with %d", batch.agentID, len(batch.turns), turnsBenchAgent, turnsBenchTurns)
 	}
 }

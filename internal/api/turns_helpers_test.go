@@ -2,94 +2,18 @@ package api
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gyrehq/gyre"
-	"github.com/gyrehq/gyre/internal/auth"
-	"github.com/gyrehq/gyre/internal/clock"
-	"github.com/gyrehq/gyre/internal/store"
-	"github.com/gyrehq/gyre/internal/store/storeopen"
-	"github.com/gyrehq/gyre/internal/store/storetest"
-	"github.com/gyrehq/gyre/internal/telemetry"
 )
-
-// turnEngine opens a fresh, migrated store whose times come from clk.
-type turnEngine struct {
-	name string
-	open func(t testing.TB, clk clock.Clock) store.Store
-}
-
-var (
-	turnSQLite = turnEngine{name: "sqlite", open: func(t testing.TB, clk clock.Clock) store.Store {
-		return turnsOpenStore(t, storeopen.Options{DataDir: t.TempDir(), Clock: clk})
-	}}
-	// turnPostgres skips (or fails under GYRE_REQUIRE_POSTGRES=1) without
-	// GYRE_TEST_POSTGRES_URL.
-	turnPostgres = turnEngine{name: "postgres", open: func(t testing.TB, clk clock.Clock) store.Store {
-		u := storetest.PostgresURL(t)
-		schema := storetest.NewPostgresSchema(t, u)
-		return turnsOpenStore(t, storeopen.Options{DB: storetest.SearchPathURL(t, u, schema), Clock: clk})
-	}}
-)
-
-// turnEngines are the engines the store-heavy turn tests run on.
-func turnEngines() []turnEngine { return []turnEngine{turnSQLite, turnPostgres} }
-
-func turnsOpenStore(t testing.TB, o storeopen.Options) store.Store {
-	t.Helper()
-	o.Migrate = true
-	st, err := storeopen.Open(context.Background(), o)
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
-	t.Cleanup(func() { st.Close() })
-	return st
-}
 
 // turnStart is the fake time a turn test's store starts at.
 var turnStart = time.Date(2031, 3, 14, 15, 9, 26, 535897000, time.UTC)
-
-// newTurnEnv is newEnv on a store driven by a fake clock, which it
-// returns: receipt times are the store's.
-func newTurnEnv(t *testing.T, eng turnEngine) (*env, *clock.Fake) {
-	t.Helper()
-	clk := clock.NewFake(turnStart)
-	st := eng.open(t, clk)
-	logs := &syncBuffer{}
-	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	srv, err := New(Config{}, Deps{Store: st, Logger: log, Clock: clock.Real{}, Metrics: telemetry.NewMetrics()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &env{t: t, st: st, srv: srv, logs: logs}
-	e.tenant, e.admin = e.newTenant("acme")
-	e.ts = httptest.NewServer(srv.Handler())
-	t.Cleanup(e.ts.Close)
-	return e, clk
-}
-
-// turnsAgentKey creates an agent key of the env's tenant, limited to agentIDs
-// when any are given.
-func (e *env) turnsAgentKey(agentIDs ...string) string {
-	e.t.Helper()
-	_, secret := e.newKey(e.tenant.ID, auth.KeyRequest{Role: gyre.RoleAgent, AgentIDs: agentIDs})
-	return secret
-}
-
-// turnsRoleKey creates a key of the env's tenant with role r.
-func (e *env) turnsRoleKey(r gyre.Role) string {
-	e.t.Helper()
-	_, secret := e.newKey(e.tenant.ID, auth.KeyRequest{Role: r})
-	return secret
-}
 
 func (e *env) postTurns(key, body string) response {
 	e.t.Helper()

@@ -16,7 +16,6 @@ import (
 	"github.com/gyrehq/gyre/internal/auth"
 	"github.com/gyrehq/gyre/internal/clock"
 	"github.com/gyrehq/gyre/internal/store"
-	"github.com/gyrehq/gyre/internal/store/storeopen"
 )
 
 // Contract rules of ProductionTurnBatch, ProductionTurn and ToolCallRecord
@@ -26,7 +25,7 @@ import (
 
 func TestTurns_StatusCodeMustBeNullWhenOutcomeUnknown(t *testing.T) {
 	t.Parallel()
-	e, _ := newTurnEnv(t, turnSQLite)
+	e := newEnv(t, sqliteEngine, Config{}, withFakeClock(turnStart))
 	tests := []struct {
 		call string
 		ok   bool
@@ -51,7 +50,7 @@ func TestTurns_StatusCodeMustBeNullWhenOutcomeUnknown(t *testing.T) {
 
 func TestTurns_StatusCodeIsAnHTTPStatusOrNull(t *testing.T) {
 	t.Parallel()
-	e, _ := newTurnEnv(t, turnSQLite)
+	e := newEnv(t, sqliteEngine, Config{}, withFakeClock(turnStart))
 	for i, v := range []string{"99", "600", "0", "-200", "200.5", `"200"`, "true", "{}"} {
 		r := e.postTurns(e.admin, turnBatchJSON("bot", turnJSON(fmt.Sprint("bad", i), `"tool_calls":[`+turnToolCall(`"status_code":`+v)+`]`)))
 		r.wantTurnsInvalid(t, "/turns/0/tool_calls/0/status_code")
@@ -64,7 +63,7 @@ func TestTurns_StatusCodeIsAnHTTPStatusOrNull(t *testing.T) {
 
 func TestTurns_StatusCodeKeyRequired(t *testing.T) {
 	t.Parallel()
-	e, _ := newTurnEnv(t, turnSQLite)
+	e := newEnv(t, sqliteEngine, Config{}, withFakeClock(turnStart))
 	for _, outcome := range []string{"ok", "failed", "unknown"} {
 		r := e.postTurns(e.admin, turnBatchJSON("bot", turnJSON("t", `"tool_calls":[`+turnToolCall(`"outcome":"`+outcome+`"`, "-status_code")+`]`)))
 		r.wantTurnsInvalid(t, "/turns/0/tool_calls/0/status_code")
@@ -73,7 +72,7 @@ func TestTurns_StatusCodeKeyRequired(t *testing.T) {
 
 func TestTurns_OutcomeRequiredNoDefault(t *testing.T) {
 	t.Parallel()
-	e, _ := newTurnEnv(t, turnSQLite)
+	e := newEnv(t, sqliteEngine, Config{}, withFakeClock(turnStart))
 	// Absent, null, empty or anything outside ok|failed|unknown is refused:
 	// nothing is defaulted.
 	for _, edit := range []string{"-outcome", `"outcome":null`, `"outcome":""`, `"outcome":"OK"`, `"outcome":"success"`, `"outcome":"unknown "`, `"outcome":true`} {
@@ -88,10 +87,10 @@ func TestTurns_OutcomeRequiredNoDefault(t *testing.T) {
 
 func TestTurns_ToolCallsNullAndEmptyAreDistinct(t *testing.T) {
 	t.Parallel()
-	for _, eng := range turnEngines() {
+	for _, eng := range engines() {
 		t.Run(eng.name, func(t *testing.T) {
 			t.Parallel()
-			e, _ := newTurnEnv(t, eng)
+			e := newEnv(t, eng, Config{}, withFakeClock(turnStart))
 			notReported := turnJSON("not-reported", `"tool_calls":null`)
 			zeroCalls := turnJSON("zero-calls", `"tool_calls":[]`)
 			e.postTurns(e.admin, turnBatchJSON("bot", notReported, zeroCalls)).wantTurnsAccepted(t, 2, 0)
@@ -122,7 +121,7 @@ func TestTurns_ToolCallsNullAndEmptyAreDistinct(t *testing.T) {
 
 func TestTurns_ToolCallsKeyRequired(t *testing.T) {
 	t.Parallel()
-	e, _ := newTurnEnv(t, turnSQLite)
+	e := newEnv(t, sqliteEngine, Config{}, withFakeClock(turnStart))
 	e.postTurns(e.admin, turnBatchJSON("bot", turnJSON("t", "-tool_calls"))).wantTurnsInvalid(t, "/turns/0/tool_calls")
 	for _, v := range []string{`{}`, `"none"`, `0`, `[null]`, `[1]`} {
 		e.postTurns(e.admin, turnBatchJSON("bot", turnJSON("t", `"tool_calls":`+v))).wantTurnsInvalid(t, "/turns/0/tool_calls"+map[bool]string{true: "/0", false: ""}[strings.HasPrefix(v, "[")])
@@ -131,7 +130,7 @@ func TestTurns_ToolCallsKeyRequired(t *testing.T) {
 
 func TestTurns_RequiredTurnMembers(t *testing.T) {
 	t.Parallel()
-	e, _ := newTurnEnv(t, turnSQLite)
+	e := newEnv(t, sqliteEngine, Config{}, withFakeClock(turnStart))
 	for _, name := range []string{"turn_id", "input_text", "final_text", "tool_calls", "tool_calls_omitted_count"} {
 		e.postTurns(e.admin, turnBatchJSON("bot", turnJSON("t", "-"+name))).wantTurnsInvalid(t, "/turns/0/"+name)
 	}
@@ -145,7 +144,7 @@ func TestTurns_RequiredTurnMembers(t *testing.T) {
 
 func TestTurns_MemberTypesAndRanges(t *testing.T) {
 	t.Parallel()
-	e, _ := newTurnEnv(t, turnSQLite)
+	e := newEnv(t, sqliteEngine, Config{}, withFakeClock(turnStart))
 	call := func(edit string) string { return `"tool_calls":[` + turnToolCall(edit) + `]` }
 	tests := []struct {
 		edit    string
@@ -188,7 +187,7 @@ func TestTurns_MemberTypesAndRanges(t *testing.T) {
 
 func TestTurns_TurnIDRejectsDotSegmentsAndSlashes(t *testing.T) {
 	t.Parallel()
-	e, _ := newTurnEnv(t, turnSQLite)
+	e := newEnv(t, sqliteEngine, Config{}, withFakeClock(turnStart))
 	for _, id := range []string{".", "..", "a/b", "/", "a\\b", `\`, "../x", "x/.."} {
 		e.postTurns(e.admin, turnBatchJSON("bot", turnJSON(id))).wantTurnsInvalid(t, "/turns/0/turn_id")
 	}
@@ -200,7 +199,7 @@ func TestTurns_TurnIDRejectsDotSegmentsAndSlashes(t *testing.T) {
 
 func TestTurns_AgentIDRejectsDotSegmentsAndSlashes(t *testing.T) {
 	t.Parallel()
-	e, _ := newTurnEnv(t, turnSQLite)
+	e := newEnv(t, sqliteEngine, Config{}, withFakeClock(turnStart))
 	for _, id := range []string{".", "..", "a/b", "/", "a\\b", "../bot"} {
 		e.postTurns(e.admin, turnBatchJSON(id, turnJSON("t"))).wantTurnsInvalid(t, "/agent_id")
 	}
@@ -226,7 +225,7 @@ var turnIDFields = []struct {
 
 func TestTurns_IdentifiersRejectECMAWhitespaceAtEdges(t *testing.T) {
 	t.Parallel()
-	e, _ := newTurnEnv(t, turnSQLite)
+	e := newEnv(t, sqliteEngine, Config{}, withFakeClock(turnStart))
 	// ECMA-262 \s: ASCII whitespace, U+00A0, U+FEFF, the Zs category
 	// (U+1680, U+2000–U+200A, U+202F, U+205F, U+3000), U+2028, U+2029.
 	bad := []string{" x", "x ", "\tx", "x\n", "\u00a0x", "x\u3000", "\ufeffx", "x\u2028", "\u2029x", "\u1680x", "x\u2007", "\u202fx", "x\u205f"}
@@ -257,7 +256,7 @@ func TestTurns_IdentifiersRejectECMAWhitespaceAtEdges(t *testing.T) {
 
 func TestTurns_IdentifiersRejectC0C1Controls(t *testing.T) {
 	t.Parallel()
-	e, _ := newTurnEnv(t, turnSQLite)
+	e := newEnv(t, sqliteEngine, Config{}, withFakeClock(turnStart))
 	for _, f := range turnIDFields {
 		for _, v := range []string{"a\u0085b", "a\u0000b", "a\u009fb", "a\u0080b", "a\u007fb", "a\u001fb", "a\u001bb"} {
 			// turnStr escapes C0 controls and DEL stays raw; C1 controls are
@@ -271,7 +270,7 @@ func TestTurns_IdentifiersRejectC0C1Controls(t *testing.T) {
 
 func TestTurns_IdentifiersAre1To255Characters(t *testing.T) {
 	t.Parallel()
-	e, _ := newTurnEnv(t, turnSQLite)
+	e := newEnv(t, sqliteEngine, Config{}, withFakeClock(turnStart))
 	for _, f := range turnIDFields {
 		e.postTurns(e.admin, f.batch("")).wantTurnsInvalid(t, f.pointer)
 		e.postTurns(e.admin, f.batch(strings.Repeat("x", 256))).wantTurnsInvalid(t, f.pointer)
@@ -285,10 +284,10 @@ func TestTurns_IdentifiersAre1To255Characters(t *testing.T) {
 
 func TestTurns_AcceptsUnicodeIdentifiers(t *testing.T) {
 	t.Parallel()
-	for _, eng := range turnEngines() {
+	for _, eng := range engines() {
 		t.Run(eng.name, func(t *testing.T) {
 			t.Parallel()
-			e, _ := newTurnEnv(t, eng)
+			e := newEnv(t, eng, Config{}, withFakeClock(turnStart))
 			ids := []string{"café ü 7", "注文-42", "🚀 launch", "e\u0301", "ÿ"}
 			var want []string
 			for _, id := range ids {
@@ -310,7 +309,7 @@ func TestTurns_AcceptsUnicodeIdentifiers(t *testing.T) {
 
 func TestTurns_EntityIDsOnlyContractKeys(t *testing.T) {
 	t.Parallel()
-	e, _ := newTurnEnv(t, turnSQLite)
+	e := newEnv(t, sqliteEngine, Config{}, withFakeClock(turnStart))
 	withIDs := func(id, ids string) string {
 		return turnBatchJSON("bot", turnJSON(id, `"tool_calls":[`+turnToolCall(`"entity_ids":`+ids)+`]`))
 	}
@@ -333,7 +332,7 @@ func TestTurns_EntityIDsOnlyContractKeys(t *testing.T) {
 
 func TestTurns_BatchOf1To64(t *testing.T) {
 	t.Parallel()
-	e, _ := newTurnEnv(t, turnSQLite)
+	e := newEnv(t, sqliteEngine, Config{}, withFakeClock(turnStart))
 	batch := func(prefix string, n int) string {
 		turns := make([]string, n)
 		for i := range turns {
@@ -353,7 +352,7 @@ func TestTurns_BatchOf1To64(t *testing.T) {
 
 func TestTurns_AdditionalPropertiesRejected(t *testing.T) {
 	t.Parallel()
-	e, _ := newTurnEnv(t, turnSQLite)
+	e := newEnv(t, sqliteEngine, Config{}, withFakeClock(turnStart))
 	tests := []struct{ body, pointer string }{
 		{`{"agent_id":"bot","turns":[` + turnJSON("t") + `],"extra":1}`, "/extra"},
 		{`{"agent_id":"bot","tenant":"other","turns":[` + turnJSON("t") + `]}`, "/tenant"},
@@ -372,7 +371,7 @@ func TestTurns_AdditionalPropertiesRejected(t *testing.T) {
 
 func TestTurns_OccurredAtMustBeDateTime(t *testing.T) {
 	t.Parallel()
-	e, _ := newTurnEnv(t, turnSQLite)
+	e := newEnv(t, sqliteEngine, Config{}, withFakeClock(turnStart))
 	for _, v := range []string{`"2025-01-31"`, `"12:00:00Z"`, `"yesterday"`, `"2025-01-31T12:00:00"`, `"2025-13-01T00:00:00Z"`,
 		`"2025-01-31 12:00:00Z"`, `"2025-02-30T00:00:00Z"`, `""`, `1738324800`, `null`} {
 		e.postTurns(e.admin, turnBatchJSON("bot", turnJSON("t", `"occurred_at":`+v))).wantTurnsInvalid(t, "/turns/0/occurred_at")
@@ -384,17 +383,17 @@ func TestTurns_OccurredAtMustBeDateTime(t *testing.T) {
 
 func TestTurns_OccurredAtIsCustomerClaim(t *testing.T) {
 	t.Parallel()
-	for _, eng := range turnEngines() {
+	for _, eng := range engines() {
 		t.Run(eng.name, func(t *testing.T) {
 			t.Parallel()
-			e, clk := newTurnEnv(t, eng)
+			e := newEnv(t, eng, Config{}, withFakeClock(turnStart))
 			// Claims far in the past or future are kept exactly as sent —
 			// offset and digits included — and order nothing.
 			future := turnJSON("future", `"occurred_at":"2999-12-31T23:59:59.999999999+14:00"`)
 			past := turnJSON("past", `"occurred_at":"1970-01-01T00:00:00-12:00"`)
 			none := turnJSON("none")
 			e.postTurns(e.admin, turnBatchJSON("bot", future)).wantTurnsAccepted(t, 1, 0)
-			clk.Advance(time.Hour)
+			e.clk.Advance(time.Hour)
 			second := turnStart.Add(time.Hour)
 			e.postTurns(e.admin, turnBatchJSON("bot", past, none)).wantTurnsAccepted(t, 2, 0)
 			// received_at is the store's clock; items come in order of receipt.
@@ -414,10 +413,10 @@ func TestTurns_OccurredAtIsCustomerClaim(t *testing.T) {
 
 func TestTurns_TaskIDIsCorrelationOnly(t *testing.T) {
 	t.Parallel()
-	for _, eng := range turnEngines() {
+	for _, eng := range engines() {
 		t.Run(eng.name, func(t *testing.T) {
 			t.Parallel()
-			e, _ := newTurnEnv(t, eng)
+			e := newEnv(t, eng, Config{}, withFakeClock(turnStart))
 			// Any well-formed task_id is accepted as sent: it need not name
 			// a task gyre knows, and it is not checked or resolved.
 			turn := turnJSON("t1", `"task_id":"ticket/4711 <not a gyre task>"`)
@@ -453,7 +452,7 @@ func TestTurns_TaskIDIsCorrelationOnly(t *testing.T) {
 
 func TestTurns_PointerIsFirstOffendingFieldInDocumentOrder(t *testing.T) {
 	t.Parallel()
-	e, _ := newTurnEnv(t, turnSQLite)
+	e := newEnv(t, sqliteEngine, Config{}, withFakeClock(turnStart))
 	good := func(i int) string { return turnJSON(fmt.Sprint("t", i)) }
 	unknownWith200 := `"tool_calls":[` + turnToolCall(`"outcome":"unknown"`, `"status_code":200`) + `]`
 	tests := []struct {
@@ -492,7 +491,7 @@ func TestTurns_PointerIsFirstOffendingFieldInDocumentOrder(t *testing.T) {
 
 func TestTurns_BodyMustBeIJSON(t *testing.T) {
 	t.Parallel()
-	e, _ := newTurnEnv(t, turnSQLite)
+	e := newEnv(t, sqliteEngine, Config{}, withFakeClock(turnStart))
 	tests := []struct{ body, pointer string }{
 		{`{"agent_id":"a","agent_id":"b","turns":[]}`, "/agent_id"},
 		{turnBatchJSON("bot", turnJSON(`x`, `"input_text":"\ud800"`)), "/turns/0/input_text"},
@@ -515,7 +514,7 @@ func TestTurns_BodyMustBeIJSON(t *testing.T) {
 
 func TestTurns_BodyTransport(t *testing.T) {
 	t.Parallel()
-	e, _ := newTurnEnv(t, turnSQLite)
+	e := newEnv(t, sqliteEngine, Config{}, withFakeClock(turnStart))
 	body := turnBatchJSON("bot", turnJSON("gz"))
 	// JSON only.
 	e.json(http.MethodPost, "/turns", e.admin, body, "Content-Type", "text/plain").
@@ -536,10 +535,10 @@ func TestTurns_BodyTransport(t *testing.T) {
 
 func TestTurns_BatchIsAtomic(t *testing.T) {
 	t.Parallel()
-	for _, eng := range turnEngines() {
+	for _, eng := range engines() {
 		t.Run(eng.name, func(t *testing.T) {
 			t.Parallel()
-			e, _ := newTurnEnv(t, eng)
+			e := newEnv(t, eng, Config{}, withFakeClock(turnStart))
 			stored := turnJSON("stored")
 			e.postTurns(e.admin, turnBatchJSON("bot", stored)).wantTurnsAccepted(t, 1, 0)
 			turns := make([]string, 63)
@@ -567,12 +566,9 @@ func TestTurns_AcknowledgedBatchIsCommitted(t *testing.T) {
 	// A 200 means committed: a second, independent store on the same
 	// SQLite file sees the batch at once.
 	dir := t.TempDir()
-	eng := turnEngine{name: "sqlite", open: func(t testing.TB, clk clock.Clock) store.Store {
-		return turnsOpenStore(t, storeopen.Options{DataDir: dir, Clock: clk})
-	}}
-	e, _ := newTurnEnv(t, eng)
-	e.postTurns(e.turnsAgentKey(), turnBatchJSON("bot", turnJSON("a"), turnJSON("b"))).wantTurnsAccepted(t, 2, 0)
-	other := turnsOpenStore(t, storeopen.Options{DataDir: dir})
+	e := newEnv(t, sqliteIn(dir), Config{}, withFakeClock(turnStart))
+	e.postTurns(e.key(gyre.RoleAgent), turnBatchJSON("bot", turnJSON("a"), turnJSON("b"))).wantTurnsAccepted(t, 2, 0)
+	other := sqliteIn(dir).open(t, clock.Real{})
 	got, next, err := other.ListTurns(context.Background(), e.tenant.ID, store.TurnFilter{}, store.Page{})
 	if err != nil || len(got) != 2 || next != "" {
 		t.Fatalf("second store lists %d turns (next %q, %v), want 2", len(got), next, err)
@@ -581,14 +577,14 @@ func TestTurns_AcknowledgedBatchIsCommitted(t *testing.T) {
 
 func TestTurns_IdenticalResendIsDuplicate(t *testing.T) {
 	t.Parallel()
-	for _, eng := range turnEngines() {
+	for _, eng := range engines() {
 		t.Run(eng.name, func(t *testing.T) {
 			t.Parallel()
-			e, clk := newTurnEnv(t, eng)
+			e := newEnv(t, eng, Config{}, withFakeClock(turnStart))
 			a, b := turnJSON("a", `"conversation_id":"c"`), turnJSON("b", `"tool_calls":null`)
-			key := e.turnsAgentKey()
+			key := e.key(gyre.RoleAgent)
 			e.postTurns(key, turnBatchJSON("bot", a, b)).wantTurnsAccepted(t, 2, 0)
-			clk.Advance(time.Minute)
+			e.clk.Advance(time.Minute)
 			// A retry of the whole batch, and of part of it with a new turn.
 			e.postTurns(key, turnBatchJSON("bot", a, b)).wantTurnsAccepted(t, 0, 2)
 			c := turnJSON("c")
@@ -602,10 +598,10 @@ func TestTurns_IdenticalResendIsDuplicate(t *testing.T) {
 
 func TestTurns_DifferentBodySameIdentityIs409(t *testing.T) {
 	t.Parallel()
-	for _, eng := range turnEngines() {
+	for _, eng := range engines() {
 		t.Run(eng.name, func(t *testing.T) {
 			t.Parallel()
-			e, _ := newTurnEnv(t, eng)
+			e := newEnv(t, eng, Config{}, withFakeClock(turnStart))
 			a := turnJSON("a", `"tool_calls":[`+turnToolCall()+`]`)
 			e.postTurns(e.admin, turnBatchJSON("bot", a)).wantTurnsAccepted(t, 1, 0)
 			changes := []string{
@@ -635,10 +631,10 @@ func TestTurns_DifferentBodySameIdentityIs409(t *testing.T) {
 
 func TestTurns_RepeatInsideBatch(t *testing.T) {
 	t.Parallel()
-	for _, eng := range turnEngines() {
+	for _, eng := range engines() {
 		t.Run(eng.name, func(t *testing.T) {
 			t.Parallel()
-			e, _ := newTurnEnv(t, eng)
+			e := newEnv(t, eng, Config{}, withFakeClock(turnStart))
 			a, b := turnJSON("a"), turnJSON("b")
 			// An identical repeat is a duplicate of the first occurrence.
 			e.postTurns(e.admin, turnBatchJSON("bot", a, b, a)).wantTurnsAccepted(t, 2, 1)
@@ -658,10 +654,10 @@ func TestTurns_RepeatInsideBatch(t *testing.T) {
 
 func TestTurns_JCSEqualBodiesAreDuplicates(t *testing.T) {
 	t.Parallel()
-	for _, eng := range turnEngines() {
+	for _, eng := range engines() {
 		t.Run(eng.name, func(t *testing.T) {
 			t.Parallel()
-			e, _ := newTurnEnv(t, eng)
+			e := newEnv(t, eng, Config{}, withFakeClock(turnStart))
 			first := `{"turn_id":"t","input_text":"A/é","final_text":null,"turn_index":1,"tool_calls":[{"name":"x","outcome":"ok","status_code":200,"latency_ms":1.5,"arguments":{"b":[1,2],"a":{"z":1e2,"y":"\u00e9"}}}],"tool_calls_omitted_count":0}`
 			e.postTurns(e.admin, turnBatchJSON("bot", first)).wantTurnsAccepted(t, 1, 0)
 			sameCanonical := []string{
@@ -693,11 +689,11 @@ func TestTurns_JCSEqualBodiesAreDuplicates(t *testing.T) {
 
 func TestTurns_AgentAllowList403(t *testing.T) {
 	t.Parallel()
-	for _, eng := range turnEngines() {
+	for _, eng := range engines() {
 		t.Run(eng.name, func(t *testing.T) {
 			t.Parallel()
-			e, _ := newTurnEnv(t, eng)
-			limited := e.turnsAgentKey("bot-a", "café ü 7")
+			e := newEnv(t, eng, Config{}, withFakeClock(turnStart))
+			limited := e.key(gyre.RoleAgent, "bot-a", "café ü 7")
 			e.postTurns(limited, turnBatchJSON("bot-a", turnJSON("1"))).wantTurnsAccepted(t, 1, 0)
 			e.postTurns(limited, turnBatchJSON("café ü 7", turnJSON("1"))).wantTurnsAccepted(t, 1, 0)
 			for _, agent := range []string{"bot-b", "BOT-A", "bot-a.", "cafe\u0301 ü 7"} {
@@ -713,7 +709,7 @@ func TestTurns_AgentAllowList403(t *testing.T) {
 			// Nothing was stored for other agents.
 			wantTurnsListed(t, e.listTurns(e.admin, "agent_id=bot-b"))
 			// An unlimited agent key, and admin, may send for any agent.
-			e.postTurns(e.turnsAgentKey(), turnBatchJSON("bot-b", turnJSON("1"))).wantTurnsAccepted(t, 1, 0)
+			e.postTurns(e.key(gyre.RoleAgent), turnBatchJSON("bot-b", turnJSON("1"))).wantTurnsAccepted(t, 1, 0)
 			e.postTurns(e.admin, turnBatchJSON("bot-c", turnJSON("1"))).wantTurnsAccepted(t, 1, 0)
 			// Other roles may not send turns at all; no key is 401.
 			for _, role := range []gyre.Role{gyre.RoleReader, gyre.RoleEvaluator, gyre.RoleInference} {
@@ -721,7 +717,7 @@ func TestTurns_AgentAllowList403(t *testing.T) {
 				if role == gyre.RoleInference {
 					_, key = e.newKey(e.tenant.ID, auth.KeyRequest{Role: role, AgentIDs: []string{"bot-a"}})
 				} else {
-					key = e.turnsRoleKey(role)
+					key = e.key(role)
 				}
 				e.postTurns(key, turnBatchJSON("bot-a", turnJSON("2"))).wantError(t, http.StatusForbidden, gyre.CodeForbidden, "")
 			}
@@ -732,10 +728,10 @@ func TestTurns_AgentAllowList403(t *testing.T) {
 
 func TestTurns_ForeignTenantInvisible(t *testing.T) {
 	t.Parallel()
-	for _, eng := range turnEngines() {
+	for _, eng := range engines() {
 		t.Run(eng.name, func(t *testing.T) {
 			t.Parallel()
-			e, _ := newTurnEnv(t, eng)
+			e := newEnv(t, eng, Config{}, withFakeClock(turnStart))
 			other, otherAdmin := e.newTenant("other")
 			mine := turnJSON("t1", `"conversation_id":"c"`)
 			theirs := turnJSON("t1", `"conversation_id":"c"`, `"turn_index":9`)
@@ -766,16 +762,16 @@ func TestTurns_ForeignTenantInvisible(t *testing.T) {
 
 func TestTurns_ListShowsTurnsAsSent(t *testing.T) {
 	t.Parallel()
-	for _, eng := range turnEngines() {
+	for _, eng := range engines() {
 		t.Run(eng.name, func(t *testing.T) {
 			t.Parallel()
-			e, _ := newTurnEnv(t, eng)
+			e := newEnv(t, eng, Config{}, withFakeClock(turnStart))
 			// Member order, number spelling, escapes, HTML-ish text, null and
 			// [] and {} are all shown as sent.
 			turn := `{"tool_calls_omitted_count":0,"turn_id":"<t&1>","input_text":"say \"hi\" \u2028 \\ \/ é 😀","final_text":null,` +
 				`"tool_calls":[{"name":"x","outcome":"unknown","status_code":null,"latency_ms":1.50,"output":{"b":1E3,"a":[]},"entity_ids":{}}],` +
 				`"agent_fingerprint":{"z":{},"a":[null]},"turn_index":0}`
-			e.postTurns(e.turnsAgentKey(), turnBatchJSON("<bot>", turn)).wantTurnsAccepted(t, 1, 0)
+			e.postTurns(e.key(gyre.RoleAgent), turnBatchJSON("<bot>", turn)).wantTurnsAccepted(t, 1, 0)
 			wantTurnsListed(t, e.listTurns(e.admin, ""), turnListed("<bot>", turn, turnStart))
 			// Insignificant whitespace in the sent text is the one thing not
 			// kept in the listing (the stored body keeps it).
@@ -793,10 +789,10 @@ func TestTurns_ListShowsTurnsAsSent(t *testing.T) {
 
 func TestTurns_ListFiltersAndPages(t *testing.T) {
 	t.Parallel()
-	for _, eng := range turnEngines() {
+	for _, eng := range engines() {
 		t.Run(eng.name, func(t *testing.T) {
 			t.Parallel()
-			e, clk := newTurnEnv(t, eng)
+			e := newEnv(t, eng, Config{}, withFakeClock(turnStart))
 			type sent struct {
 				agent, turn, conv string
 				at                time.Time
@@ -809,10 +805,10 @@ func TestTurns_ListFiltersAndPages(t *testing.T) {
 					conv := fmt.Sprint("c", i%3)
 					turn := turnJSON(fmt.Sprintf("b%d-%d", b, i), `"conversation_id":"`+conv+`"`)
 					turns = append(turns, turn)
-					all = append(all, sent{agent, turn, conv, clk.Now()})
+					all = append(all, sent{agent, turn, conv, e.clk.Now()})
 				}
 				e.postTurns(e.admin, turnBatchJSON(agent, turns...)).wantTurnsAccepted(t, 7, 0)
-				clk.Advance(time.Second)
+				e.clk.Advance(time.Second)
 			}
 			third := turnStart.Add(2 * time.Second)
 			tests := []struct {
@@ -860,8 +856,8 @@ func TestTurns_ListFiltersAndPages(t *testing.T) {
 				t.Errorf("exact page: %d items, cursor %v; want 42 and null", len(l.Items), l.NextCursor)
 			}
 			// Readers may list; agents and evaluators may not.
-			e.listTurnsPage(e.turnsRoleKey(gyre.RoleReader), "agent_id=bot-a")
-			for _, key := range []string{e.turnsAgentKey(), e.turnsRoleKey(gyre.RoleEvaluator)} {
+			e.listTurnsPage(e.key(gyre.RoleReader), "agent_id=bot-a")
+			for _, key := range []string{e.key(gyre.RoleAgent), e.key(gyre.RoleEvaluator)} {
 				e.do(http.MethodGet, "/api/v1/turns", key, nil).wantError(t, http.StatusForbidden, gyre.CodeForbidden, "")
 			}
 		})
@@ -870,10 +866,10 @@ func TestTurns_ListFiltersAndPages(t *testing.T) {
 
 func TestTurns_ListBadQueryIs400(t *testing.T) {
 	t.Parallel()
-	e, _ := newTurnEnv(t, turnSQLite)
+	e := newEnv(t, sqliteEngine, Config{}, withFakeClock(turnStart))
 	e.postTurns(e.admin, turnBatchJSON("bot", turnJSON("a"), turnJSON("b"))).wantTurnsAccepted(t, 2, 0)
 	keyCursor := func() string {
-		e.turnsRoleKey(gyre.RoleReader)
+		e.key(gyre.RoleReader)
 		r := e.do(http.MethodGet, "/api/v1/keys?limit=1", e.admin, nil)
 		var l struct {
 			NextCursor string `json:"next_cursor"`
@@ -898,8 +894,8 @@ func TestTurns_ListBadQueryIs400(t *testing.T) {
 
 func TestTurns_ResponseCountsAddUp(t *testing.T) {
 	t.Parallel()
-	e, _ := newTurnEnv(t, turnSQLite)
-	key := e.turnsAgentKey("bot")
+	e := newEnv(t, sqliteEngine, Config{}, withFakeClock(turnStart))
+	key := e.key(gyre.RoleAgent, "bot")
 	seen := map[string]bool{}
 	for round := range 5 {
 		var turns []string

@@ -443,16 +443,7 @@ func FuzzCanonicalize(f *testing.F) {
 }
 
 func BenchmarkCanonicalize(b *testing.B) {
-	raw, err := os.ReadFile(filepath.Join("testdata", "weird.json"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	doc := []byte(`{"agent_id":"support-bot","turns":[` + strings.Repeat(`{"turn_id":"t-1","input_text":"Where is my order #1234?","final_text":"It ships tomorrow.","tool_calls":[{"name":"lookup_order","arguments":{"order":1234},"outcome":"ok","status_code":200,"latency_ms":41.5}],"tool_calls_omitted_count":0},`, 15) +
-		`{"turn_id":"t-2","input_text":null,"final_text":null,"tool_calls":null,"tool_calls_omitted_count":0}]}`)
-	for _, bc := range []struct {
-		name string
-		in   []byte
-	}{{"weird", raw}, {"turns16", doc}} {
+	for _, bc := range benchInputs(b) {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(len(bc.in)))
@@ -463,4 +454,22 @@ func BenchmarkCanonicalize(b *testing.B) {
 			}
 		})
 	}
+}
+
+// benchInputs are the texts the canonicalization benchmarks run on: the
+// "weird" sample and a 16-turn production batch.
+func benchInputs(b *testing.B) []struct {
+	name string
+	in   []byte
+} {
+	raw, err := os.ReadFile(filepath.Join("testdata", "weird.json"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	doc := []byte(`{"agent_id":"support-bot","turns":[` + strings.Repeat(`{"turn_id":"t-1","input_text":"Where is my order #1234?","final_text":"It ships tomorrow.","tool_calls":[{"name":"lookup_order","arguments":{"order":1234},"outcome":"ok","status_code":200,"latency_ms":41.5}],"tool_calls_omitted_count":0},`, 15) +
+		`{"turn_id":"t-2","input_text":null,"final_text":null,"tool_calls":null,"tool_calls_omitted_count":0}]}`)
+	return []struct {
+		name string
+		in   []byte
+	}{{"weird", raw}, {"turns16", doc}}
 }
