@@ -12,6 +12,9 @@ BENCHFLAGS ?=
 # FUZZ_TARGETS lists pkg:FuzzName pairs run by fuzz-smoke, e.g.
 #   ./atif:FuzzParse ./flywheel:FuzzValidate
 # Every intake parser is fuzzed (SPEC §12); CI runs each for FUZZTIME.
+# FUZZTIME is an execution count (Nx), not a duration: with a duration,
+# Go 1.26's fuzz coordinator can fail a clean run with "context deadline
+# exceeded" as the time runs out (golang/go#75804, fixed in Go 1.27).
 FUZZ_TARGETS ?= ./internal/api:FuzzTurnsIntake ./internal/jcs:FuzzAppendCanonical ./internal/rollout:FuzzOutputIntake \
 	./flywheel:FuzzValidateProductionTurnBatch ./flywheel:FuzzValidateRolloutOutput \
 	./internal/jcs:FuzzCanonicalize ./internal/suite:FuzzParseSuite ./internal/grade:FuzzParseSpecs \
@@ -20,7 +23,7 @@ FUZZ_TARGETS ?= ./internal/api:FuzzTurnsIntake ./internal/jcs:FuzzAppendCanonica
 	./internal/eval:FuzzDecodeRunStatus ./internal/eval:FuzzWorkspacePath \
 	./flywheel:FuzzParseReport ./harnesskit:FuzzPostRuns ./harnesskit:FuzzListQuery \
 	./internal/harnesscheck:FuzzPathProblem ./internal/harnesscheck:FuzzTitleProbe
-FUZZTIME     ?= 10s
+FUZZTIME     ?= 20000x
 
 .PHONY: all test build vet fmt-check bench bench-gateway fuzz-smoke
 
