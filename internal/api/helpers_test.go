@@ -19,6 +19,7 @@ import (
 	"github.com/gyrehq/gyre/internal/auth"
 	"github.com/gyrehq/gyre/internal/blobstore"
 	"github.com/gyrehq/gyre/internal/clock"
+	"github.com/gyrehq/gyre/internal/ratelimit"
 	"github.com/gyrehq/gyre/internal/rollout"
 	"github.com/gyrehq/gyre/internal/store"
 	"github.com/gyrehq/gyre/internal/store/storeopen"
@@ -182,6 +183,12 @@ type envOptions struct {
 	clk      *clock.Fake
 	blobs    *blobBackend
 	rollouts *rollout.Config
+	limits   ratelimit.Config
+}
+
+// withLimits gives the server rate limits (SPEC §2) on the env's clock.
+func withLimits(cfg ratelimit.Config) envOption {
+	return func(o *envOptions) { o.limits = cfg }
 }
 
 // withFakeClock runs the env on a fake clock starting at start, env.clk:
@@ -238,6 +245,16 @@ func newEnv(t *testing.T, eng engine, cfg Config, opts ...envOption) *env {
 		}
 		e.svc = svc
 		deps.Rollouts = svc
+	}
+	if o.limits != nil {
+		l, err := ratelimit.New(o.limits, clk, func(ctx context.Context, id string) (string, error) {
+			tn, err := e.st.TenantByID(ctx, id)
+			return tn.Name, err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		deps.Limiter = l
 	}
 	srv, err := New(cfg, deps)
 	if err != nil {

@@ -92,6 +92,9 @@ func (s *Server) policyEndpoint(w http.ResponseWriter, r *http.Request) {
 		gateway.WriteError(w, http.StatusForbidden, gateway.CodeForbidden, "This API key may not act for this agent.")
 		return
 	}
+	if !s.gatewayRateLimit(w, r, p.TenantID, p.KeyID) {
+		return
+	}
 	s.gateway.ServeProduction(w, r.WithContext(auth.WithPrincipal(r.Context(), p)), p.TenantID, agentID)
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/gyrehq/gyre/internal/blobstore"
 	"github.com/gyrehq/gyre/internal/clock"
 	"github.com/gyrehq/gyre/internal/gateway"
+	"github.com/gyrehq/gyre/internal/ratelimit"
 	"github.com/gyrehq/gyre/internal/rollout"
 	"github.com/gyrehq/gyre/internal/store"
 	"github.com/gyrehq/gyre/internal/telemetry"
@@ -139,6 +140,9 @@ type Deps struct {
 	// Gateway serves the LLM gateway and the policy endpoint; nil answers
 	// them 503 and allows no policy upstream.
 	Gateway *gateway.Gateway
+	// Limiter holds the rate limits of SPEC §2 (the gateway's own routes
+	// take theirs from the gateway); nil limits nothing.
+	Limiter *ratelimit.Limiter
 }
 
 // Server is gyre serve's HTTP server.
@@ -151,6 +155,7 @@ type Server struct {
 	blobs    *blobstore.Store
 	rollout  *rollout.Service
 	gateway  *gateway.Gateway
+	limiter  *ratelimit.Limiter
 	auth     *auth.Authenticator
 	mux      *http.ServeMux
 	patterns map[string]bool
@@ -183,9 +188,13 @@ func New(cfg Config, d Deps) (*Server, error) {
 		blobs:    d.Blobs,
 		rollout:  d.Rollouts,
 		gateway:  d.Gateway,
+		limiter:  d.Limiter,
 		auth:     auth.NewAuthenticator(d.Store),
 		mux:      http.NewServeMux(),
 		patterns: map[string]bool{},
+	}
+	if err := d.Limiter.Register(d.Metrics.Registry); err != nil {
+		return nil, fmt.Errorf("api: rate limit metrics: %w", err)
 	}
 	s.routes()
 	return s, nil
@@ -286,15 +295,23 @@ func (s *Server) handle(pattern string, a access, h handlerFunc) {
 		panic("api: route pattern without a method: " + pattern)
 	}
 	s.patterns[pattern] = true
+	surface := surfaceOf(pattern)
 
 	var next http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if a.roles != nil {
-			if p, ok := auth.FromContext(r.Context()); ok {
+			p, ok := auth.FromContext(r.Context())
+			if ok {
 				infoFrom(r.Context()).keyID = p.KeyID
 			}
 			if err := auth.Require(r.Context(), a.roles...); err != nil {
 				s.writeError(w, r, err)
 				return
+			}
+			if surface != "" && s.limiter != nil {
+				if err := s.rateLimit(w, r, surface, p.TenantID, p.KeyID); err != nil {
+					s.writeError(w, r, err)
+					return
+				}
 			}
 		}
 		if err := h(w, r); err != nil {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/gyrehq/gyre/internal/api"
 	"github.com/gyrehq/gyre/internal/gateway"
+	"github.com/gyrehq/gyre/internal/ratelimit"
 	"github.com/gyrehq/gyre/internal/store/storeopen"
 	"github.com/gyrehq/gyre/internal/telemetry"
 )
@@ -74,6 +75,10 @@ type Config struct {
 	// file's upstreams: section only, never a flag or environment
 	// variable, because they carry secrets (SPEC §6.1).
 	Upstreams []UpstreamConfig
+	// Limits are the rate limits of SPEC §2 by tenant name ("*" for every
+	// tenant without an entry of its own) and surface: the config file's
+	// limits: section only. Empty limits nothing.
+	Limits ratelimit.Config
 }
 
 // UpstreamConfig is one entry of the config file's upstreams: section.
@@ -405,6 +410,9 @@ func (r resolver) resolve(fs *pflag.FlagSet, serve bool) (Config, map[string]sou
 		}
 		from[s.flag] = source{Value: shown, Source: src}
 	}
+	if serve {
+		c.Limits = doc.limits
+	}
 	if serve && len(doc.upstreams) > 0 {
 		c.Upstreams = doc.upstreams
 		var errs []error
@@ -428,10 +436,11 @@ func (r resolver) resolve(fs *pflag.FlagSet, serve bool) (Config, map[string]sou
 }
 
 // configFile is a parsed config file: the flat settings, by key, and the
-// upstreams: section.
+// upstreams: and limits: sections.
 type configFile struct {
 	settings  map[string]string
 	upstreams []UpstreamConfig
+	limits    ratelimit.Config
 }
 
 // loadFile reads the config file named by --config or GYRE_CONFIG, if
@@ -464,59 +473,59 @@ func parseConfigFile(b []byte) (map[string]string, error) {
 	return doc.settings, err
 }
 
-// upstreamsKey is the config file's one nested section.
-const upstreamsKey = "upstreams"
+// The config file's nested sections.
+const (
+	upstreamsKey = "upstreams"
+	limitsKey    = "limits"
+)
 
 // parseConfigDoc parses a YAML mapping of setting keys to scalars, plus
-// the upstreams: section.
+// the nested sections upstreams: and limits:.
 func parseConfigDoc(b []byte) (configFile, error) {
-	m, ups, err := parseConfigNodes(b)
-	return configFile{settings: m, upstreams: ups}, err
-}
-
-func parseConfigNodes(b []byte) (map[string]string, []UpstreamConfig, error) {
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
-			return map[string]string{}, nil, nil // an empty file sets nothing
+			return configFile{settings: map[string]string{}}, nil // an empty file sets nothing
 		}
-		return nil, nil, fmt.Errorf("not valid YAML: %w", err)
+		return configFile{}, fmt.Errorf("not valid YAML: %w", err)
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); err == nil {
-		return nil, nil, fmt.Errorf("line %d: only one YAML document is allowed", extra.Line)
+		return configFile{}, fmt.Errorf("line %d: only one YAML document is allowed", extra.Line)
 	}
 	root := &doc
 	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
 		root = root.Content[0]
 	}
 	if root.Kind == yaml.ScalarNode && root.Tag == "!!null" {
-		return map[string]string{}, nil, nil
+		return configFile{settings: map[string]string{}}, nil
 	}
 	if root.Kind != yaml.MappingNode {
-		return nil, nil, fmt.Errorf("line %d: want a mapping of settings (key: value)", root.Line)
+		return configFile{}, fmt.Errorf("line %d: want a mapping of settings (key: value)", root.Line)
 	}
-	known := make([]string, len(settings), len(settings)+1)
+	known := make([]string, len(settings), len(settings)+2)
 	for i, s := range settings {
 		known[i] = s.key()
 	}
-	known = append(known, upstreamsKey)
-	out := map[string]string{}
-	var (
-		ups    []UpstreamConfig
-		sawUps bool
-	)
+	known = append(known, upstreamsKey, limitsKey)
+	out := configFile{settings: map[string]string{}}
+	sections := map[string]bool{}
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		k, v := root.Content[i], root.Content[i+1]
-		if k.Value == upstreamsKey {
-			if sawUps {
-				return nil, nil, fmt.Errorf("line %d: key %q is set twice", k.Line, k.Value)
+		if k.Value == upstreamsKey || k.Value == limitsKey {
+			if sections[k.Value] {
+				return configFile{}, fmt.Errorf("line %d: key %q is set twice", k.Line, k.Value)
 			}
-			sawUps = true
+			sections[k.Value] = true
 			var err error
-			if ups, err = parseUpstreams(v); err != nil {
-				return nil, nil, err
+			if k.Value == upstreamsKey {
+				out.upstreams, err = parseUpstreams(v)
+			} else {
+				out.limits, err = parseLimits(v)
+			}
+			if err != nil {
+				return configFile{}, err
 			}
 			continue
 		}
@@ -527,21 +536,21 @@ func parseConfigNodes(b []byte) (map[string]string, []UpstreamConfig, error) {
 			} else {
 				msg += " (known keys: " + strings.Join(known, ", ") + ")"
 			}
-			return nil, nil, errors.New(msg)
+			return configFile{}, errors.New(msg)
 		}
-		if _, dup := out[k.Value]; dup {
-			return nil, nil, fmt.Errorf("line %d: key %q is set twice", k.Line, k.Value)
+		if _, dup := out.settings[k.Value]; dup {
+			return configFile{}, fmt.Errorf("line %d: key %q is set twice", k.Line, k.Value)
 		}
 		if v.Kind != yaml.ScalarNode {
-			return nil, nil, fmt.Errorf("line %d: %s must be a single value", v.Line, k.Value)
+			return configFile{}, fmt.Errorf("line %d: %s must be a single value", v.Line, k.Value)
 		}
 		if v.Tag == "!!null" {
-			out[k.Value] = ""
+			out.settings[k.Value] = ""
 			continue
 		}
-		out[k.Value] = v.Value
+		out.settings[k.Value] = v.Value
 	}
-	return out, ups, nil
+	return out, nil
 }
 
 // upstreamKeys are the keys of one upstreams: entry.

@@ -22,6 +22,7 @@ import (
 	"github.com/gyrehq/gyre/internal/blobstore"
 	"github.com/gyrehq/gyre/internal/clock"
 	"github.com/gyrehq/gyre/internal/gateway"
+	"github.com/gyrehq/gyre/internal/ratelimit"
 	"github.com/gyrehq/gyre/internal/rollout"
 	"github.com/gyrehq/gyre/internal/store"
 	"github.com/gyrehq/gyre/internal/telemetry"
@@ -117,13 +118,21 @@ func (a *app) serve(ctx context.Context, c Config) error {
 		return err
 	}
 	metrics := telemetry.NewMetrics()
+	limiter, err := ratelimit.New(c.Limits, clock.Real{}, func(ctx context.Context, id string) (string, error) {
+		t, err := st.TenantByID(ctx, id)
+		return t.Name, err
+	})
+	if err != nil {
+		closeListeners()
+		return err
+	}
 	gw, err := gateway.New(gateway.Config{
 		Upstreams:     c.GatewayUpstreams(),
 		DefaultPolicy: c.DefaultPolicy,
 		MaxBodyBytes:  c.GatewayMaxBodyBytes,
 		FlushInterval: c.GatewayFlushInterval,
 		ReplicaID:     gatewayReplicaPrefix(),
-	}, gateway.Deps{Store: st, Blobs: blobs, Clock: clock.Real{}, Logger: log, Registerer: metrics.Registry})
+	}, gateway.Deps{Store: st, Blobs: blobs, Clock: clock.Real{}, Logger: log, Registerer: metrics.Registry, Limiter: limiter})
 	if err != nil {
 		closeListeners()
 		return err
@@ -131,7 +140,7 @@ func (a *app) serve(ctx context.Context, c Config) error {
 	srv, err := api.New(api.Config{
 		PublicURL:    c.publicURL(ln.Addr()),
 		MaxBodyBytes: c.MaxBodyBytes,
-	}, api.Deps{Store: st, Logger: log, Clock: clock.Real{}, Metrics: metrics, Blobs: blobs, Rollouts: rollouts, Gateway: gw})
+	}, api.Deps{Store: st, Logger: log, Clock: clock.Real{}, Metrics: metrics, Blobs: blobs, Rollouts: rollouts, Gateway: gw, Limiter: limiter})
 	if err != nil {
 		closeListeners()
 		return err
@@ -169,6 +178,7 @@ func (a *app) serve(ctx context.Context, c Config) error {
 		slog.String("data", c.Data),
 		slog.String("gateway_replica", gw.Recorder().ReplicaID()),
 		slog.Int("upstreams", len(c.Upstreams)),
+		slog.Bool("rate_limits", limiter != nil),
 	}
 	if mln != nil {
 		n++

@@ -3,6 +3,7 @@ package gateway
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
 )
 
 // Error codes the gateway answers with, in the OpenAI error shape
@@ -20,6 +21,7 @@ const (
 	CodeUpstreamError       = "upstream_error"
 	CodeForbidden           = "forbidden"
 	CodeOverloaded          = "gateway_overloaded"
+	CodeRateLimited         = "rate_limited"
 	CodeInternal            = "internal"
 )
 
@@ -30,6 +32,9 @@ type apiError struct {
 	Message string
 	// Param names the request field at fault, when one is.
 	Param string
+	// RetryAfter, when positive, is sent as Retry-After (seconds), and the
+	// client is told it may retry: the answer changes once it has waited.
+	RetryAfter int
 }
 
 func (e *apiError) Error() string { return e.Code + ": " + e.Message }
@@ -80,7 +85,12 @@ func writeAPIError(w http.ResponseWriter, e *apiError) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Cache-Control", "no-store")
-	h.Set("X-Should-Retry", "false")
+	if e.RetryAfter > 0 {
+		h.Set("Retry-After", strconv.Itoa(e.RetryAfter))
+		h.Set("X-Should-Retry", "true")
+	} else {
+		h.Set("X-Should-Retry", "false")
+	}
 	if e.Status == http.StatusUnauthorized {
 		h.Set("WWW-Authenticate", `Bearer realm="gyre-gateway"`)
 	}
@@ -108,4 +118,15 @@ func errBudget(what string) *apiError {
 
 func errInvalid(param, message string) *apiError {
 	return &apiError{Status: http.StatusBadRequest, Code: CodeInvalidRequest, Message: message, Param: param}
+}
+
+// WriteRateLimited answers 429 rate_limited with Retry-After (SPEC §2) in
+// the OpenAI error shape; OpenAI SDKs wait that long and retry.
+func WriteRateLimited(w http.ResponseWriter, retryAfterSeconds int) {
+	writeAPIError(w, rateLimited(retryAfterSeconds))
+}
+
+func rateLimited(retryAfterSeconds int) *apiError {
+	return &apiError{Status: http.StatusTooManyRequests, Code: CodeRateLimited, RetryAfter: max(1, retryAfterSeconds),
+		Message: "Too many requests: retry after " + strconv.Itoa(max(1, retryAfterSeconds)) + " s."}
 }

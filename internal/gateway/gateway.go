@@ -19,6 +19,7 @@ import (
 
 	"github.com/gyrehq/gyre"
 	"github.com/gyrehq/gyre/internal/clock"
+	"github.com/gyrehq/gyre/internal/ratelimit"
 	"github.com/gyrehq/gyre/internal/store"
 )
 
@@ -41,6 +42,9 @@ type Deps struct {
 	Logger *slog.Logger
 	// Registerer takes the gateway's metrics; nil registers none.
 	Registerer prometheus.Registerer
+	// Limiter holds the gateway surface's rate limits (SPEC §2), a bucket
+	// per rollout and per tenant; nil limits nothing.
+	Limiter *ratelimit.Limiter
 }
 
 // Gateway serves the LLM gateway routes. Start its Recorder before
@@ -55,6 +59,7 @@ type Gateway struct {
 	upstreams map[string]*upstream
 	policies  sync.Map // tenantID + "\x00" + name → Policy (policies never change)
 	tenants   sync.Map // tenantID → name
+	limiter   *ratelimit.Limiter
 }
 
 // New returns a Gateway.
@@ -72,7 +77,7 @@ func New(cfg Config, d Deps) (*Gateway, error) {
 	if d.Logger == nil {
 		d.Logger = slog.New(slog.DiscardHandler)
 	}
-	g := &Gateway{cfg: cfg, st: d.Store, clock: d.Clock, log: d.Logger, upstreams: map[string]*upstream{}}
+	g := &Gateway{cfg: cfg, st: d.Store, clock: d.Clock, log: d.Logger, upstreams: map[string]*upstream{}, limiter: d.Limiter}
 	for _, u := range cfg.Upstreams {
 		up, err := newUpstream(u, cfg.ResponseHeaderTimeout)
 		if err != nil {
@@ -193,11 +198,32 @@ func (g *Gateway) authenticate(ctx context.Context, r *http.Request, token strin
 	return a, nil
 }
 
+// rateLimit takes a token from the rollout's and its tenant's gateway
+// buckets, or answers 429 rate_limited with Retry-After. Nothing is
+// recorded for a refused request: it never reached an upstream.
+func (g *Gateway) rateLimit(ctx context.Context, a store.GatewayAccess) *apiError {
+	if g.limiter == nil {
+		return nil
+	}
+	d, err := g.limiter.Allow(ctx, ratelimit.Gateway, a.TenantID, "rollout:"+a.RolloutID)
+	if err != nil {
+		g.log.LogAttrs(ctx, slog.LevelError, "gateway rate limit check failed", slog.Any("error", err))
+		return &apiError{Status: http.StatusServiceUnavailable, Code: CodeInternal, Message: "The gateway cannot check rate limits right now."}
+	}
+	if !d.Allowed {
+		return rateLimited(d.RetryAfterSeconds())
+	}
+	return nil
+}
+
 // ServeChat serves POST /gw/{token}/v1/chat/completions.
 func (g *Gateway) ServeChat(w http.ResponseWriter, r *http.Request, token string) {
 	c := g.newCall(w, r, routeChat)
 	defer c.cancel(nil)
 	a, aerr := g.authenticate(c.ctx, r, token)
+	if aerr == nil {
+		aerr = g.rateLimit(c.ctx, a)
+	}
 	if aerr != nil {
 		c.refuse(aerr)
 		return
@@ -259,6 +285,9 @@ func (g *Gateway) ServeModels(w http.ResponseWriter, r *http.Request, token stri
 	c := g.newCall(w, r, routeModels)
 	defer c.cancel(nil)
 	a, aerr := g.authenticate(c.ctx, r, token)
+	if aerr == nil {
+		aerr = g.rateLimit(c.ctx, a)
+	}
 	if aerr != nil {
 		c.refuse(aerr)
 		return

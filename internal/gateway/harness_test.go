@@ -24,6 +24,7 @@ import (
 	"github.com/gyrehq/gyre/internal/blobstore"
 	"github.com/gyrehq/gyre/internal/clock"
 	"github.com/gyrehq/gyre/internal/gateway"
+	"github.com/gyrehq/gyre/internal/ratelimit"
 	"github.com/gyrehq/gyre/internal/rollout"
 	"github.com/gyrehq/gyre/internal/store"
 	"github.com/gyrehq/gyre/internal/store/storeopen"
@@ -240,6 +241,9 @@ type harness struct {
 type harnessOpts struct {
 	gw       gateway.Config
 	noPolicy bool
+	// limits are rate limits for the server and the gateway, on the
+	// harness's fake clock.
+	limits ratelimit.Config
 }
 
 var start = time.Date(2031, 6, 1, 12, 0, 0, 0, time.UTC)
@@ -271,12 +275,19 @@ func newHarness(t *testing.T, eng engine, o harnessOpts) *harness {
 		cfg.FlushInterval = 20 * time.Millisecond
 	}
 	h.metrics = telemetry.NewMetrics()
-	h.gw, err = gateway.New(cfg, gateway.Deps{Store: h.st, Blobs: h.blobs, Clock: clk, Logger: log, Registerer: h.metrics.Registry})
+	limiter, err := ratelimit.New(o.limits, clk, func(ctx context.Context, id string) (string, error) {
+		tn, err := h.st.TenantByID(ctx, id)
+		return tn.Name, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.gw, err = gateway.New(cfg, gateway.Deps{Store: h.st, Blobs: h.blobs, Clock: clk, Logger: log, Registerer: h.metrics.Registry, Limiter: limiter})
 	if err != nil {
 		t.Fatal(err)
 	}
 	h.srv, err = api.New(api.Config{}, api.Deps{Store: h.st, Logger: log, Clock: clk, Metrics: h.metrics, Blobs: h.blobs,
-		Rollouts: h.svc, Gateway: h.gw})
+		Rollouts: h.svc, Gateway: h.gw, Limiter: limiter})
 	if err != nil {
 		t.Fatal(err)
 	}
