@@ -9,6 +9,12 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/gyrehq/gyre/internal/telemetry"
 )
 
 // reqInfo is what the outer layers learn about a request from the inner
@@ -115,7 +121,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	sw := &statusWriter{ResponseWriter: w}
 	info := &reqInfo{id: requestID(r), route: routeUnmatched, w: sw}
 	sw.Header().Set("X-Request-Id", info.id)
-	r = r.WithContext(context.WithValue(r.Context(), infoKey{}, info))
+	// The span is named once the route is known: a route template,
+	// never the raw path, which may carry a gateway token.
+	ctx := telemetry.Propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+	ctx, span := s.tracer.Start(ctx, methodLabel(r.Method), trace.WithSpanKind(trace.SpanKindServer))
+	r = r.WithContext(context.WithValue(ctx, infoKey{}, info))
 	s.metrics.RequestStarted()
 
 	defer func() {
@@ -151,7 +161,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if info.keyID != "" {
 			attrs = append(attrs, slog.String("key_id", info.keyID))
 		}
+		if sc := span.SpanContext(); sc.IsValid() {
+			attrs = append(attrs, slog.String("trace_id", sc.TraceID().String()))
+		}
 		s.log.LogAttrs(r.Context(), level, "http request", attrs...)
+		endSpan(span, methodLabel(r.Method), info, status)
 		if p == http.ErrAbortHandler {
 			panic(p)
 		}
@@ -221,4 +235,28 @@ func bodyLimit(w http.ResponseWriter, r *http.Request, max int64) error {
 func requestTimeout(r *http.Request, d time.Duration) (*http.Request, context.CancelFunc) {
 	ctx, cancel := context.WithTimeout(r.Context(), d)
 	return r.WithContext(ctx), cancel
+}
+
+// endSpan names a request's server span after its route template and
+// ends it, with the attributes an operator filters on: never a raw path,
+// header or body.
+func endSpan(span trace.Span, method string, info *reqInfo, status int) {
+	if !span.IsRecording() {
+		return
+	}
+	span.SetName(method + " " + info.route)
+	attrs := []attribute.KeyValue{
+		attribute.String("http.request.method", method),
+		attribute.String("http.route", info.route),
+		attribute.Int("http.response.status_code", status),
+		attribute.String("gyre.request_id", info.id),
+	}
+	if info.keyID != "" {
+		attrs = append(attrs, attribute.String("gyre.key_id", info.keyID))
+	}
+	span.SetAttributes(attrs...)
+	if status >= 500 {
+		span.SetStatus(codes.Error, http.StatusText(status))
+	}
+	span.End()
 }

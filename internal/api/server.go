@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/gyrehq/gyre"
 	"github.com/gyrehq/gyre/internal/auth"
 	"github.com/gyrehq/gyre/internal/blobstore"
@@ -140,6 +142,8 @@ type Deps struct {
 	// Gateway serves the LLM gateway and the policy endpoint; nil answers
 	// them 503 and allows no policy upstream.
 	Gateway *gateway.Gateway
+	// Tracing takes a server span per request; nil records none.
+	Tracing *telemetry.Tracing
 	// Limiter holds the rate limits of SPEC §2 (the gateway's own routes
 	// take theirs from the gateway); nil limits nothing.
 	Limiter *ratelimit.Limiter
@@ -156,6 +160,7 @@ type Server struct {
 	rollout  *rollout.Service
 	gateway  *gateway.Gateway
 	limiter  *ratelimit.Limiter
+	tracer   trace.Tracer
 	auth     *auth.Authenticator
 	mux      *http.ServeMux
 	patterns map[string]bool
@@ -189,6 +194,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 		rollout:  d.Rollouts,
 		gateway:  d.Gateway,
 		limiter:  d.Limiter,
+		tracer:   d.Tracing.Tracer(),
 		auth:     auth.NewAuthenticator(d.Store),
 		mux:      http.NewServeMux(),
 		patterns: map[string]bool{},

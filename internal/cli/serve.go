@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"strings"
 	"syscall"
 	"time"
 
@@ -118,6 +119,18 @@ func (a *app) serve(ctx context.Context, c Config) error {
 		return err
 	}
 	metrics := telemetry.NewMetrics()
+	tracing, err := a.tracing(ctx)
+	if err != nil {
+		closeListeners()
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := tracing.Shutdown(sctx); err != nil {
+			log.Warn("trace export at shutdown", slog.Any("error", err))
+		}
+	}()
 	limiter, err := ratelimit.New(c.Limits, clock.Real{}, func(ctx context.Context, id string) (string, error) {
 		t, err := st.TenantByID(ctx, id)
 		return t.Name, err
@@ -132,7 +145,7 @@ func (a *app) serve(ctx context.Context, c Config) error {
 		MaxBodyBytes:  c.GatewayMaxBodyBytes,
 		FlushInterval: c.GatewayFlushInterval,
 		ReplicaID:     gatewayReplicaPrefix(),
-	}, gateway.Deps{Store: st, Blobs: blobs, Clock: clock.Real{}, Logger: log, Registerer: metrics.Registry, Limiter: limiter})
+	}, gateway.Deps{Store: st, Blobs: blobs, Clock: clock.Real{}, Logger: log, Registerer: metrics.Registry, Limiter: limiter, Tracing: tracing})
 	if err != nil {
 		closeListeners()
 		return err
@@ -140,7 +153,7 @@ func (a *app) serve(ctx context.Context, c Config) error {
 	srv, err := api.New(api.Config{
 		PublicURL:    c.publicURL(ln.Addr()),
 		MaxBodyBytes: c.MaxBodyBytes,
-	}, api.Deps{Store: st, Logger: log, Clock: clock.Real{}, Metrics: metrics, Blobs: blobs, Rollouts: rollouts, Gateway: gw, Limiter: limiter})
+	}, api.Deps{Store: st, Logger: log, Clock: clock.Real{}, Metrics: metrics, Blobs: blobs, Rollouts: rollouts, Gateway: gw, Limiter: limiter, Tracing: tracing})
 	if err != nil {
 		closeListeners()
 		return err
@@ -179,6 +192,7 @@ func (a *app) serve(ctx context.Context, c Config) error {
 		slog.String("gateway_replica", gw.Recorder().ReplicaID()),
 		slog.Int("upstreams", len(c.Upstreams)),
 		slog.Bool("rate_limits", limiter != nil),
+		slog.Bool("tracing", a.tracingEnabled()),
 	}
 	if mln != nil {
 		n++
@@ -298,4 +312,32 @@ func tuneGC(lookupEnv func(string) (string, bool)) {
 	if _, set := lookupEnv("GOGC"); !set {
 		debug.SetGCPercent(serveGCPercent)
 	}
+}
+
+// tracingEnabled reports whether spans are exported: SPEC §2 turns
+// OpenTelemetry on when OTEL_EXPORTER_OTLP_ENDPOINT (or the traces-only
+// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) is set, and OTEL_SDK_DISABLED=true
+// turns it off as in every OpenTelemetry SDK.
+func (a *app) tracingEnabled() bool {
+	if v, _ := a.res.lookupEnv("OTEL_SDK_DISABLED"); strings.EqualFold(strings.TrimSpace(v), "true") {
+		return false
+	}
+	for _, k := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"} {
+		if v, _ := a.res.lookupEnv(k); strings.TrimSpace(v) != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// tracing starts the OTLP/HTTP span exporter when tracing is enabled.
+func (a *app) tracing(ctx context.Context) (*telemetry.Tracing, error) {
+	if !a.tracingEnabled() {
+		return telemetry.NoTracing(), nil
+	}
+	t, err := telemetry.StartTracing(ctx, readBuildInfo().Version)
+	if err != nil {
+		return nil, fmt.Errorf("tracing: %w", err)
+	}
+	return t, nil
 }

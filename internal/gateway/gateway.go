@@ -16,11 +16,13 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/gyrehq/gyre"
 	"github.com/gyrehq/gyre/internal/clock"
 	"github.com/gyrehq/gyre/internal/ratelimit"
 	"github.com/gyrehq/gyre/internal/store"
+	"github.com/gyrehq/gyre/internal/telemetry"
 )
 
 // Store is what the gateway needs of gyre's store.
@@ -42,6 +44,8 @@ type Deps struct {
 	Logger *slog.Logger
 	// Registerer takes the gateway's metrics; nil registers none.
 	Registerer prometheus.Registerer
+	// Tracing takes a client span per upstream call; nil records none.
+	Tracing *telemetry.Tracing
 	// Limiter holds the gateway surface's rate limits (SPEC §2), a bucket
 	// per rollout and per tenant; nil limits nothing.
 	Limiter *ratelimit.Limiter
@@ -60,6 +64,7 @@ type Gateway struct {
 	policies  sync.Map // tenantID + "\x00" + name → Policy (policies never change)
 	tenants   sync.Map // tenantID → name
 	limiter   *ratelimit.Limiter
+	tracer    trace.Tracer
 }
 
 // New returns a Gateway.
@@ -77,7 +82,8 @@ func New(cfg Config, d Deps) (*Gateway, error) {
 	if d.Logger == nil {
 		d.Logger = slog.New(slog.DiscardHandler)
 	}
-	g := &Gateway{cfg: cfg, st: d.Store, clock: d.Clock, log: d.Logger, upstreams: map[string]*upstream{}, limiter: d.Limiter}
+	g := &Gateway{cfg: cfg, st: d.Store, clock: d.Clock, log: d.Logger, upstreams: map[string]*upstream{}, limiter: d.Limiter,
+		tracer: d.Tracing.Tracer()}
 	for _, u := range cfg.Upstreams {
 		up, err := newUpstream(u, cfg.ResponseHeaderTimeout)
 		if err != nil {

@@ -16,6 +16,8 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/gyrehq/gyre"
 	"github.com/gyrehq/gyre/flywheel"
@@ -231,6 +233,7 @@ type harness struct {
 	up      *upstream
 	blobs   *blobstore.Store
 	metrics *telemetry.Metrics
+	spans   *tracetest.SpanRecorder
 	logs    *syncBuffer
 	tenant  gyre.Tenant
 	admin   string
@@ -275,6 +278,8 @@ func newHarness(t *testing.T, eng engine, o harnessOpts) *harness {
 		cfg.FlushInterval = 20 * time.Millisecond
 	}
 	h.metrics = telemetry.NewMetrics()
+	h.spans = tracetest.NewSpanRecorder()
+	tracing := telemetry.NewTracing(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(h.spans)))
 	limiter, err := ratelimit.New(o.limits, clk, func(ctx context.Context, id string) (string, error) {
 		tn, err := h.st.TenantByID(ctx, id)
 		return tn.Name, err
@@ -282,12 +287,12 @@ func newHarness(t *testing.T, eng engine, o harnessOpts) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.gw, err = gateway.New(cfg, gateway.Deps{Store: h.st, Blobs: h.blobs, Clock: clk, Logger: log, Registerer: h.metrics.Registry, Limiter: limiter})
+	h.gw, err = gateway.New(cfg, gateway.Deps{Store: h.st, Blobs: h.blobs, Clock: clk, Logger: log, Registerer: h.metrics.Registry, Limiter: limiter, Tracing: tracing})
 	if err != nil {
 		t.Fatal(err)
 	}
 	h.srv, err = api.New(api.Config{}, api.Deps{Store: h.st, Logger: log, Clock: clk, Metrics: h.metrics, Blobs: h.blobs,
-		Rollouts: h.svc, Gateway: h.gw, Limiter: limiter})
+		Rollouts: h.svc, Gateway: h.gw, Limiter: limiter, Tracing: tracing})
 	if err != nil {
 		t.Fatal(err)
 	}

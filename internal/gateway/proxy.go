@@ -14,6 +14,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/gyrehq/gyre/internal/store"
 )
@@ -38,6 +41,8 @@ type call struct {
 	// upstream timings (monotonic): sent, answer headers, body done.
 	sent, headers, ended time.Time
 	finished             bool
+	// span is the upstream call's client span, once one is sent.
+	span trace.Span
 }
 
 func (g *Gateway) newCall(w http.ResponseWriter, r *http.Request, route string) *call {
@@ -132,6 +137,16 @@ func (c *call) finish(status int, counted bool, reason string) {
 	}
 	c.g.rec.finish(c.fl, p)
 	c.g.m.answered(c.route, status)
+	if c.span != nil {
+		c.span.SetAttributes(attribute.Int("http.response.status_code", status), attribute.Bool("gyre.counted", counted))
+		if reason != "" {
+			c.span.SetAttributes(attribute.String("gyre.reason", reason))
+		}
+		if status >= 500 || status == 499 {
+			c.span.SetStatus(codes.Error, reason)
+		}
+		c.span.End()
+	}
 	total := time.Since(c.start)
 	added := total
 	var toHeaders time.Duration
@@ -166,8 +181,16 @@ func (c *call) gone() string {
 
 // proxy sends the request upstream and answers with what comes back.
 func (c *call) proxy() {
+	ctx, span := c.g.tracer.Start(c.ctx, "gateway upstream", trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(
+			attribute.String("gyre.upstream", c.up.Name),
+			attribute.String("gyre.policy", c.pol.Name),
+			attribute.String("gen_ai.request.model", c.pol.Model),
+			attribute.Bool("gyre.stream", c.req.stream),
+		))
+	c.span = span
 	c.sent = time.Now()
-	resp, err := c.up.post(c.ctx, c.fwd.body, c.req.stream)
+	resp, err := c.up.post(ctx, c.fwd.body, c.req.stream)
 	if err != nil {
 		c.ended = time.Now()
 		switch reason := c.gone(); reason {

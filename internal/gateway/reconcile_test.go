@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/openai/openai-go/v3"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	_ "modernc.org/sqlite" // the database/sql driver, to set a promoted policy
 
 	"github.com/gyrehq/gyre"
@@ -267,9 +269,26 @@ func TestPoliciesAPI(t *testing.T) {
 	})
 }
 
-// TestGateway_NoSecretInLogsOrMetrics: no log line or metric recorded
-// during a run carries a secret issued during it; the gateway token in a
-// path shows only as its route template.
+// spanText prints every span's name, attributes, events and status, for
+// searching.
+func spanText(spans []sdktrace.ReadOnlySpan) string {
+	var b strings.Builder
+	for _, s := range spans {
+		fmt.Fprintf(&b, "%s %v %s", s.Name(), s.Status(), s.SpanContext().TraceID())
+		for _, kv := range s.Attributes() {
+			fmt.Fprintf(&b, " %s=%s", kv.Key, kv.Value.Emit())
+		}
+		for _, ev := range s.Events() {
+			fmt.Fprintf(&b, " event %s %v", ev.Name, ev.Attributes)
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// TestGateway_NoSecretInLogsOrMetrics: SPEC §2 — no log line, metric or
+// span recorded during a run carries a secret issued during it; the
+// gateway token in a path shows only as its route template.
 func TestGateway_NoSecretInLogsOrMetrics(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, sqliteEngine, harnessOpts{})
@@ -294,6 +313,7 @@ func TestGateway_NoSecretInLogsOrMetrics(t *testing.T) {
 	}
 	metrics := string(h.mustJSON(http.MethodGet, "/metrics", h.admin, "", http.StatusOK).body)
 	logs := h.logs.String()
+	spans := spanText(h.spans.Ended())
 	for _, s := range h.secrets {
 		if strings.Contains(logs, s) {
 			t.Errorf("a secret issued during the run appears in the logs")
@@ -301,6 +321,12 @@ func TestGateway_NoSecretInLogsOrMetrics(t *testing.T) {
 		if strings.Contains(metrics, s) {
 			t.Errorf("a secret issued during the run appears in the metrics")
 		}
+		if strings.Contains(spans, s) {
+			t.Errorf("a secret issued during the run appears in a span")
+		}
+	}
+	if !strings.Contains(spans, "POST /gw/{token}/v1/chat/completions") || !strings.Contains(spans, "gateway upstream") {
+		t.Errorf("gateway requests have no spans under their route template:\n%s", spans)
 	}
 	if !strings.Contains(logs, `"route":"/gw/{token}/v1/chat/completions"`) {
 		t.Errorf("gateway requests are not logged under their route template")

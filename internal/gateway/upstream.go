@@ -12,6 +12,10 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"go.opentelemetry.io/otel/propagation"
+
+	"github.com/gyrehq/gyre/internal/telemetry"
 )
 
 // upstream is a configured Upstream with its HTTP client.
@@ -101,6 +105,7 @@ func (u *upstream) post(ctx context.Context, body []byte, stream bool) (*http.Re
 		req.Header.Set("Accept", "application/json")
 	}
 	req.Header.Set("User-Agent", "gyre-gateway")
+	telemetry.Propagator.Inject(ctx, propagation.HeaderCarrier(req.Header))
 	if u.APIKey != "" {
 		req.Header.Set("Authorization", "Bearer "+u.APIKey)
 	}
