@@ -272,7 +272,7 @@ func (r *Recorder) finish(f *flight, p *pendingRecord) {
 	if p != nil && r.metrics != nil {
 		r.metrics.recorded(p.rec.Counted, p.rec.Reason)
 	}
-	if n >= 1000 {
+	if n >= r.cfg.FlushBatch {
 		select {
 		case r.wake <- struct{}{}:
 		default:

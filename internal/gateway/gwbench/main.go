@@ -63,6 +63,8 @@ type options struct {
 	chunks   int
 	rollouts int
 	cache    time.Duration
+	flush    time.Duration
+	batch    int
 	asJSON   bool
 	profile  string
 }
@@ -74,6 +76,8 @@ func run() error {
 	flag.DurationVar(&o.warmup, "warmup", 2*time.Second, "unmeasured load before each phase")
 	flag.IntVar(&o.chunks, "chunks", 8, "content chunks per streamed answer")
 	flag.IntVar(&o.rollouts, "rollouts", 4, "rollouts the gateway load is spread over")
+	flag.DurationVar(&o.flush, "flush-interval", gateway.DefaultFlushInterval, "longest time a gateway record waits in memory before it is written")
+	flag.IntVar(&o.batch, "flush-batch", gateway.DefaultFlushBatch, "records waiting that start a flush before the interval is up")
 	flag.DurationVar(&o.cache, "grant-cache", 0, "gateway credential cache TTL (0: read the credential on every request)")
 	flag.BoolVar(&o.asJSON, "json", false, "print the results as JSON")
 	flag.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
@@ -251,6 +255,8 @@ func startGyre(upstreamURL string, o options) (*gyreServer, error) {
 	gw, err := gateway.New(gateway.Config{
 		Upstreams:     []gateway.Upstream{{Name: "stub", BaseURL: upstreamURL + "/v1", AllowPrivate: true}},
 		GrantCacheTTL: o.cache,
+		FlushInterval: o.flush,
+		FlushBatch:    o.batch,
 	}, gateway.Deps{Store: st, Blobs: blobs, Clock: clock.Real{}, Logger: log, Registerer: metrics.Registry})
 	if err != nil {
 		return fail(err)
