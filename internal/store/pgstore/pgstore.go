@@ -80,6 +80,7 @@ func Dialect() sqlstore.Dialect {
 		SkipLocked:        ` FOR UPDATE OF r SKIP LOCKED`,
 		NowExpr:           `CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000 AS BIGINT)`,
 		OneStatementClaim: true,
+		AnalyzeRollouts:   `ANALYZE rollouts`,
 		IsUniqueViolation: hasCode(codeUniqueViolation),
 		IsRetryable:       hasCode(codeSerializationFailure, codeDeadlockDetected),
 	}

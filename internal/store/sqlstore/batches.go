@@ -126,8 +126,19 @@ func (s *Store) CreateBatch(ctx context.Context, nb store.NewBatch) (store.Batch
 	if err != nil {
 		return store.Batch{}, nil, false, fmt.Errorf("create batch: %w", err)
 	}
+	if s.d.AnalyzeRollouts != "" && !existed && len(ids) >= analyzeAfterRollouts {
+		// Best effort: the batch is committed; stale statistics only slow
+		// claims down until autovacuum analyzes the table itself.
+		_, _ = s.writer.ExecContext(ctx, s.d.AnalyzeRollouts)
+	}
 	return batch, ids, existed, nil
 }
+
+// analyzeAfterRollouts is the batch size from which CreateBatch refreshes
+// the rollouts table's statistics (Dialect.AnalyzeRollouts). ANALYZE
+// samples a bounded number of rows, so it costs tens of milliseconds
+// whatever the table's size.
+const analyzeAfterRollouts = 256
 
 // queuedRollout is a rollout about to be queued: a batch's own, a retry or
 // a release's replacement. A retry keeps its parent's place in the queue.

@@ -836,3 +836,15 @@ func testRolloutIsolation(t *testing.T, open Opener) {
 		t.Errorf("CancelRollout across tenants: %v", err)
 	}
 }
+
+// SeedQueuedRollouts queues n rollouts of agent "agent-1" for a new
+// tenant "seed", as one batch of n tasks, for engine-specific tests.
+func SeedQueuedRollouts(t *testing.T, s store.Store, n int) (tenantID, agentID string) {
+	t.Helper()
+	f := &rolloutFixture{s: s, tenant: mustTenant(t, s, "seed")}
+	f.tasks = f.seedTasks(t, f.tenant.ID, "seed-suite", n)
+	if _, ids := f.batch(t, store.NewBatch{}); len(ids) != n {
+		t.Fatalf("seeded %d rollouts, want %d", len(ids), n)
+	}
+	return f.tenant.ID, "agent-1"
+}
