@@ -12,14 +12,7 @@ import (
 	"github.com/gyrehq/gyre/internal/rollout"
 )
 
-func mustRate(t *testing.T, s string) *ratelimit.Rate {
-	t.Helper()
-	r, err := ratelimit.ParseRate(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &r
-}
+func rate(s string) *ratelimit.Rate { r := ratelimit.MustParseRate(s); return &r }
 
 // wantRateLimited checks a 429 rate_limited answer and its Retry-After.
 func (r response) wantRateLimited(t *testing.T, retryAfter string) {
@@ -37,7 +30,7 @@ func (r response) wantRateLimited(t *testing.T, retryAfter string) {
 func TestRateLimit_TurnsPerKey(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, sqliteEngine, Config{}, withFakeClock(turnStart), withLimits(ratelimit.Config{
-		ratelimit.AllTenants: {ratelimit.Turns: {PerKey: mustRate(t, "2/s")}},
+		ratelimit.AllTenants: {ratelimit.Turns: {PerKey: rate("2/s")}},
 	}))
 	a, b := e.key(gyre.RoleAgent), e.key(gyre.RoleAgent)
 	for i := range 2 {
@@ -60,7 +53,7 @@ func TestRateLimit_TurnsPerKey(t *testing.T) {
 func TestRateLimit_AdminPerTenant(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, sqliteEngine, Config{}, withFakeClock(turnStart), withLimits(ratelimit.Config{
-		ratelimit.AllTenants: {ratelimit.Admin: {PerTenant: mustRate(t, "3/m")}},
+		ratelimit.AllTenants: {ratelimit.Admin: {PerTenant: rate("3/m")}},
 	}))
 	reader := e.key(gyre.RoleReader)
 	_, otherAdmin := e.newTenant("beta")
@@ -89,8 +82,8 @@ func TestRateLimit_AdminPerTenant(t *testing.T) {
 func TestRateLimit_TenantEntryByName(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, sqliteEngine, Config{}, withFakeClock(turnStart), withLimits(ratelimit.Config{
-		ratelimit.AllTenants: {ratelimit.Turns: {PerKey: mustRate(t, "1/h")}},
-		"beta":               {ratelimit.Turns: {PerKey: mustRate(t, "3/h")}},
+		ratelimit.AllTenants: {ratelimit.Turns: {PerKey: rate("1/h")}},
+		"beta":               {ratelimit.Turns: {PerKey: rate("3/h")}},
 	}))
 	beta, _ := e.newTenant("beta")
 	_, betaAgent := e.newKey(beta.ID, auth.KeyRequest{Role: gyre.RoleAgent})
@@ -112,7 +105,7 @@ func TestRateLimit_ClaimsButNeverLeaseTraffic(t *testing.T) {
 		t.Run(eng.name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, eng, Config{}, withFakeClock(rolloutStart), withRollouts(rollout.Config{}), withLimits(ratelimit.Config{
-				ratelimit.AllTenants: {ratelimit.Claims: {PerKey: mustRate(t, "1/h"), PerTenant: mustRate(t, "10/h")}},
+				ratelimit.AllTenants: {ratelimit.Claims: {PerKey: rate("1/h"), PerTenant: rate("10/h")}},
 			}))
 			e.batch(e.tasks(2), "")
 			rr := e.claimOne()

@@ -106,12 +106,7 @@ func TestResolve_UpstreamKeysFromTheEnvironment(t *testing.T) {
 	if err := os.WriteFile(path, []byte("upstreams:\n  - name: u\n    base_url: http://x/v1\n    api_key_env: U_KEY\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
-	fs.String("config", "", "")
-	bindFlags(fs, true)
-	if err := fs.Parse([]string{"--config", path, "--gateway-flush-interval", "50ms"}); err != nil {
-		t.Fatal(err)
-	}
+	fs := serveFlags(t, "--config", path, "--gateway-flush-interval", "50ms")
 	env := map[string]string{"U_KEY": "sk-secret"}
 	r := resolver{lookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok }}
 	c, from, err := r.resolve(fs, true)
@@ -137,4 +132,16 @@ func TestResolve_UpstreamKeysFromTheEnvironment(t *testing.T) {
 	if _, _, err := r.resolve(fs, false); err != nil {
 		t.Errorf("non-serve resolve: %v", err)
 	}
+}
+
+// serveFlags is gyre serve's flag set, with --config, parsed from args.
+func serveFlags(t *testing.T, args ...string) *pflag.FlagSet {
+	t.Helper()
+	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	fs.String("config", "", "")
+	bindFlags(fs, true)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	return fs
 }

@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spf13/pflag"
-
 	"github.com/gyrehq/gyre/internal/ratelimit"
 )
 
@@ -102,12 +100,7 @@ func TestResolve_LimitsFromTheConfigFileOnly(t *testing.T) {
 	if err := os.WriteFile(path, []byte("limits:\n  acme:\n    turns: {per_key: 10/s}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
-	fs.String("config", "", "")
-	bindFlags(fs, true)
-	if err := fs.Parse([]string{"--config", path}); err != nil {
-		t.Fatal(err)
-	}
+	fs := serveFlags(t, "--config", path)
 	r := resolver{lookupEnv: func(string) (string, bool) { return "", false }}
 	c, _, err := r.resolve(fs, true)
 	if err != nil {

@@ -14,14 +14,7 @@ import (
 	"github.com/gyrehq/gyre/internal/ratelimit"
 )
 
-func mustRate(t *testing.T, s string) *ratelimit.Rate {
-	t.Helper()
-	r, err := ratelimit.ParseRate(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &r
-}
+func rate(s string) *ratelimit.Rate { r := ratelimit.MustParseRate(s); return &r }
 
 // TestGateway_RateLimitedPerRolloutAndTenant: SPEC §2 — the gateway has
 // a bucket per rollout credential and per tenant; a request past either
@@ -32,7 +25,7 @@ func TestGateway_RateLimitedPerRolloutAndTenant(t *testing.T) {
 	t.Parallel()
 	forEachEngine(t, func(t *testing.T, eng engine) {
 		h := newHarness(t, eng, harnessOpts{limits: ratelimit.Config{ratelimit.AllTenants: {
-			ratelimit.Gateway: {PerKey: mustRate(t, "2/s"), PerTenant: mustRate(t, "3/s")},
+			ratelimit.Gateway: {PerKey: rate("2/s"), PerTenant: rate("3/s")},
 		}}})
 		a := h.rollout(`,"policy":"p1"`)
 		b := h.rollout(`,"policy":"p1"`)
@@ -90,7 +83,7 @@ func TestGateway_RateLimitedPerRolloutAndTenant(t *testing.T) {
 func TestGateway_WrongKeyNeverSpendsTheRolloutsTokens(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, sqliteEngine, harnessOpts{limits: ratelimit.Config{ratelimit.AllTenants: {
-		ratelimit.Gateway: {PerKey: mustRate(t, "1/h")},
+		ratelimit.Gateway: {PerKey: rate("1/h")},
 	}}})
 	rr := h.rollout(`,"policy":"p1"`)
 	body := []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
@@ -108,7 +101,7 @@ func TestGateway_WrongKeyNeverSpendsTheRolloutsTokens(t *testing.T) {
 func TestGateway_PolicyEndpointRateLimitedPerKey(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, sqliteEngine, harnessOpts{gw: gateway.Config{DefaultPolicy: "p1"}, limits: ratelimit.Config{"acme": {
-		ratelimit.Gateway: {PerKey: mustRate(t, "1/m")},
+		ratelimit.Gateway: {PerKey: rate("1/m")},
 	}}})
 	h.rollout("") // agent-1 exists
 	one, two := h.key(gyre.RoleInference, "agent-1"), h.key(gyre.RoleInference, "agent-1")

@@ -80,16 +80,25 @@ func (w Walker) Members(pos int, fn func(name string, start int) (end int, err e
 		if err != nil {
 			return end, err
 		}
-		pos = w.Space(end)
-		switch {
-		case pos < len(w.src) && w.src[pos] == ',':
-			pos = w.Space(pos + 1)
-		case pos < len(w.src) && w.src[pos] == '}':
-			return pos + 1, nil
-		default:
-			return pos, errors.New("comma or } expected")
+		var done bool
+		if pos, done, err = w.separator(end, '}'); done || err != nil {
+			return pos, err
 		}
 	}
+}
+
+// separator reads what follows a member or element ending at end: a
+// comma (it returns the offset of the next one) or close (it returns the
+// offset just past it, and done).
+func (w Walker) separator(end int, close byte) (pos int, done bool, err error) {
+	pos = w.Space(end)
+	switch {
+	case pos < len(w.src) && w.src[pos] == ',':
+		return w.Space(pos + 1), false, nil
+	case pos < len(w.src) && w.src[pos] == close:
+		return pos + 1, true, nil
+	}
+	return pos, false, errors.New("comma or " + string(close) + " expected")
 }
 
 // Elements calls fn with the offset of each element of the array at
@@ -110,14 +119,9 @@ func (w Walker) Elements(pos int, fn func(start int) (end int, err error)) (int,
 		if err != nil {
 			return end, err
 		}
-		pos = w.Space(end)
-		switch {
-		case pos < len(w.src) && w.src[pos] == ',':
-			pos = w.Space(pos + 1)
-		case pos < len(w.src) && w.src[pos] == ']':
-			return pos + 1, nil
-		default:
-			return pos, errors.New("comma or ] expected")
+		var done bool
+		if pos, done, err = w.separator(end, ']'); done || err != nil {
+			return pos, err
 		}
 	}
 }

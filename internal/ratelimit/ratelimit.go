@@ -101,6 +101,16 @@ func ParseRate(s string) (Rate, error) {
 	return r, nil
 }
 
+// MustParseRate is ParseRate for rates fixed in code; it panics on an
+// invalid one.
+func MustParseRate(s string) Rate {
+	r, err := ParseRate(s)
+	if err != nil {
+		panic(err)
+	}
+	return r
+}
+
 // Limit is what one surface allows one tenant: a bucket per API key, one
 // for the whole tenant, or both. A nil Rate is no bucket.
 type Limit struct {

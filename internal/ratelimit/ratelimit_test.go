@@ -283,3 +283,16 @@ func TestAllow_Concurrent(t *testing.T) {
 		t.Fatalf("admitted %d of 1600 concurrent requests, want exactly the burst of 500", admitted)
 	}
 }
+
+func TestMustParseRate(t *testing.T) {
+	t.Parallel()
+	if r := MustParseRate("3/m burst 1"); r != (Rate{Events: 3, Per: time.Minute, Burst: 1}) {
+		t.Errorf("MustParseRate = %+v", r)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("MustParseRate accepted an invalid rate")
+		}
+	}()
+	MustParseRate("3/fortnight")
+}
