@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -439,6 +440,52 @@ func TestGateway_FirstEventBeforeUpstreamFinishes(t *testing.T) {
 	}
 	if err := stream.Err(); err != nil || rest.String() != " late" {
 		t.Fatalf("rest %q, err %v", rest.String(), err)
+	}
+}
+
+// TestGateway_BurstOfEventsNeverWaitsForTheNext: events that arrive
+// together may leave in one flush, but every event that has arrived
+// reaches the client while the upstream still holds back the next one.
+func TestGateway_BurstOfEventsNeverWaitsForTheNext(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, sqliteEngine, harnessOpts{})
+	release := make(chan struct{})
+	h.up.set(func(w http.ResponseWriter, r *http.Request, body []byte) {
+		startStream(w)
+		// Three events in one write, then a partial fourth.
+		burst := ""
+		for _, c := range []string{`{"role":"assistant","content":"a"}`, `{"content":"b"}`, `{"content":"c"}`} {
+			burst += "data: " + chunkJSON(c, "") + "\n\n"
+		}
+		_, _ = io.WriteString(w, burst+"data: ")
+		w.(http.Flusher).Flush()
+		<-release
+		_, _ = io.WriteString(w, chunkJSON(`{"content":"d"}`, "stop")+"\n\n")
+		sse(w, "[DONE]")
+	})
+	rr := h.rollout(`,"policy":"p1"`)
+	// A missing flush would hold the burst until the upstream goes on,
+	// which it never does by itself: bound the wait.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stream := h.client(rr).Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{Model: "m",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}})
+	var got strings.Builder
+	for range 3 {
+		if !stream.Next() {
+			close(release)
+			t.Fatalf("after %q the burst's events did not all arrive while the upstream held the next: %v", got.String(), stream.Err())
+		}
+		got.WriteString(stream.Current().Choices[0].Delta.Content)
+	}
+	close(release)
+	for stream.Next() {
+		if len(stream.Current().Choices) > 0 {
+			got.WriteString(stream.Current().Choices[0].Delta.Content)
+		}
+	}
+	if err := stream.Err(); err != nil || got.String() != "abcd" {
+		t.Fatalf("got %q, err %v", got.String(), err)
 	}
 }
 

@@ -22,6 +22,17 @@ func newSSEReader(r io.Reader, max int) *sseReader {
 	return &sseReader{r: bufio.NewReaderSize(r, 64<<10), max: max}
 }
 
+// eventReady reports whether a whole event is already buffered, so that
+// next returns it without waiting on the network.
+func (s *sseReader) eventReady() bool {
+	n := s.r.Buffered()
+	if n == 0 {
+		return false
+	}
+	b, _ := s.r.Peek(n)
+	return bytes.Contains(b, []byte("\n\n")) || bytes.Contains(b, []byte("\r\n\r\n")) || bytes.Contains(b, []byte("\r\r"))
+}
+
 // next returns the next event: its raw bytes, up to and including the
 // blank line that ends it, and its data (data lines joined by "\n"); hasData
 // is false for events without data lines (comments, keep-alives). At the

@@ -4,21 +4,32 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 )
 
-func spanNamed(t *testing.T, spans []sdktrace.ReadOnlySpan, name string) sdktrace.ReadOnlySpan {
+// spanNamed returns the ended span named name. A server span ends just
+// after its answer is written, so it may end after the client has read
+// the answer: wait for it a little.
+func spanNamed(t *testing.T, rec *tracetest.SpanRecorder, name string) sdktrace.ReadOnlySpan {
 	t.Helper()
-	for _, s := range spans {
-		if s.Name() == name {
-			return s
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		spans := rec.Ended()
+		for _, s := range spans {
+			if s.Name() == name {
+				return s
+			}
 		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no span named %q among %s", name, spanText(spans))
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
-	t.Fatalf("no span named %q among %s", name, spanText(spans))
-	return nil
 }
 
 func attr(s sdktrace.ReadOnlySpan, key string) attribute.Value {
@@ -45,8 +56,7 @@ func TestGateway_TraceContext(t *testing.T) {
 	if r.status != http.StatusOK {
 		t.Fatalf("%d %s", r.status, r.body)
 	}
-	spans := h.spans.Ended()
-	server := spanNamed(t, spans, "POST /gw/{token}/v1/chat/completions")
+	server := spanNamed(t, h.spans, "POST /gw/{token}/v1/chat/completions")
 	if server.SpanKind() != trace.SpanKindServer || server.SpanContext().TraceID().String() != traceID ||
 		server.Parent().SpanID().String() != "00f067aa0ba902b7" {
 		t.Errorf("server span kind %v trace %s parent %s: it does not continue the caller's trace",
@@ -58,7 +68,7 @@ func TestGateway_TraceContext(t *testing.T) {
 	if got := attr(server, "http.response.status_code").AsInt64(); got != 200 {
 		t.Errorf("http.response.status_code = %d", got)
 	}
-	up := spanNamed(t, spans, "gateway upstream")
+	up := spanNamed(t, h.spans, "gateway upstream")
 	if up.SpanKind() != trace.SpanKindClient || up.Parent().SpanID() != server.SpanContext().SpanID() {
 		t.Errorf("upstream span kind %v parent %s, want a client span under the server span %s",
 			up.SpanKind(), up.Parent().SpanID(), server.SpanContext().SpanID())
@@ -75,7 +85,7 @@ func TestGateway_TraceContext(t *testing.T) {
 	}
 	// A refused request is traced too, under its template.
 	h.do(http.MethodGet, "/gw/"+gatewayToken(rr)+"/v1/files", rr.APIKey, nil)
-	if s := spanNamed(t, h.spans.Ended(), "GET /gw/{token}/"); attr(s, "http.response.status_code").AsInt64() != 404 {
+	if s := spanNamed(t, h.spans, "GET /gw/{token}/"); attr(s, "http.response.status_code").AsInt64() != 404 {
 		t.Errorf("unsupported endpoint span: %s", spanText([]sdktrace.ReadOnlySpan{s}))
 	}
 }

@@ -11,8 +11,13 @@
 //
 // Latency is measured from each request's scheduled send time (so a
 // backlog counts) to the end of its answer: the whole body, or for a
-// stream the [DONE] event. Everything — load generator, stub, gyre — runs
-// in this one process and shares the machine's cores.
+// stream the [DONE] event. gyre runs in a child process of its own, as
+// gyre serve would (garbage collection at 4x the live heap unless GOGC is
+// set, JSON access logs written to a file), so that its collector and the
+// load generator's do not stall each other; the load generator and the
+// stub share this process. -inprocess runs gyre in this process instead
+// (for -cpuprofile of everything at once). All of it shares the
+// machine's cores.
 package main
 
 import (
@@ -28,7 +33,10 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -67,6 +75,11 @@ type options struct {
 	batch    int
 	asJSON   bool
 	profile  string
+	// inprocess runs gyre in this process; role "gyre" is the child
+	// process serving gyre in front of upstream.
+	inprocess bool
+	role      string
+	upstream  string
 }
 
 func run() error {
@@ -80,9 +93,18 @@ func run() error {
 	flag.IntVar(&o.batch, "flush-batch", gateway.DefaultFlushBatch, "records waiting that start a flush before the interval is up")
 	flag.DurationVar(&o.cache, "grant-cache", 0, "gateway credential cache TTL (0: read the credential on every request)")
 	flag.BoolVar(&o.asJSON, "json", false, "print the results as JSON")
-	flag.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
+	flag.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of gyre (of everything with -inprocess) to this file")
+	flag.BoolVar(&o.inprocess, "inprocess", false, "run gyre in the load generator's process instead of a child process")
+	flag.StringVar(&o.role, "role", "", "internal: \"gyre\" serves gyre in front of -upstream for a parent gwbench")
+	flag.StringVar(&o.upstream, "upstream", "", "internal: the stub's URL, for -role gyre")
 	flag.Parse()
-	if o.profile != "" {
+	if o.role == "gyre" {
+		return serveChild(o)
+	}
+	if o.role != "" {
+		return fmt.Errorf("unknown -role %q", o.role)
+	}
+	if o.profile != "" && o.inprocess {
 		f, err := os.Create(o.profile)
 		if err != nil {
 			return err
@@ -102,11 +124,17 @@ func run() error {
 		return err
 	}
 	defer stub.Close()
-	srv, err := startGyre(stub.url, o)
+	var srv benchTarget
+	if o.inprocess {
+		srv, err = startGyre(stub.url, o)
+	} else {
+		srv, err = startChild(stub.url, o)
+	}
 	if err != nil {
 		return err
 	}
-	defer srv.close()
+	defer srv.Close()
+	rollouts := srv.Rollouts()
 
 	client := &http.Client{Transport: &http.Transport{MaxIdleConns: 4096, MaxIdleConnsPerHost: 4096, IdleConnTimeout: time.Minute,
 		DisableCompression: true}}
@@ -120,7 +148,7 @@ func run() error {
 			target := func(i int) (string, string) { return stub.url + "/v1/chat/completions", "" }
 			if via == "gateway" {
 				target = func(i int) (string, string) {
-					rr := srv.rollouts[i%len(srv.rollouts)]
+					rr := rollouts[i%len(rollouts)]
 					return rr.LLMURL + "/chat/completions", rr.APIKey
 				}
 			}
@@ -133,14 +161,33 @@ func run() error {
 		}
 	}
 	load1 := loadavg()
-	if err := srv.gw.Recorder().Flush(context.Background()); err != nil {
-		return fmt.Errorf("final flush: %w", err)
+	recorded, counted, err := srv.Records()
+	if err != nil {
+		return err
 	}
-	recorded, counted := 0, 0
-	for _, rr := range srv.rollouts {
-		calls, err := srv.st.GatewayCalls(context.Background(), srv.tenantID, rr.RolloutID)
+	return report(os.Stdout, o, results, load0, load1, recorded, counted)
+}
+
+// benchTarget is a gyre server with the gateway in front of the stub.
+type benchTarget interface {
+	// Rollouts are the leased rollouts the gateway load is spread over.
+	Rollouts() []flywheel.RolloutRequest
+	// Records flushes the gateway and counts the records written.
+	Records() (recorded, counted int, err error)
+	Close()
+}
+
+func (g *gyreServer) Rollouts() []flywheel.RolloutRequest { return g.rollouts }
+func (g *gyreServer) Close()                              { g.close() }
+
+func (g *gyreServer) Records() (recorded, counted int, err error) {
+	if err := g.gw.Recorder().Flush(context.Background()); err != nil {
+		return 0, 0, fmt.Errorf("final flush: %w", err)
+	}
+	for _, rr := range g.rollouts {
+		calls, err := g.st.GatewayCalls(context.Background(), g.tenantID, rr.RolloutID)
 		if err != nil {
-			return err
+			return 0, 0, err
 		}
 		recorded += len(calls)
 		for _, c := range calls {
@@ -149,7 +196,114 @@ func run() error {
 			}
 		}
 	}
-	return report(os.Stdout, o, results, load0, load1, recorded, counted)
+	return recorded, counted, nil
+}
+
+// childReady is what the child writes once it serves; childDone what it
+// writes after its stdin closes and its records are flushed.
+type childReady struct {
+	Rollouts []flywheel.RolloutRequest `json:"rollouts"`
+}
+
+type childDone struct {
+	Recorded int    `json:"recorded"`
+	Counted  int    `json:"counted"`
+	Error    string `json:"error,omitempty"`
+}
+
+// serveChild is the child process: gyre in front of o.upstream, serving
+// until stdin closes.
+func serveChild(o options) error {
+	if _, set := os.LookupEnv("GOGC"); !set {
+		debug.SetGCPercent(400) // as gyre serve does
+	}
+	if o.profile != "" {
+		f, err := os.Create(o.profile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	g, err := startGyre(o.upstream, o)
+	if err != nil {
+		return err
+	}
+	defer g.close()
+	enc := json.NewEncoder(os.Stdout)
+	if err := enc.Encode(childReady{Rollouts: g.rollouts}); err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, os.Stdin) // the parent closes it when done
+	var done childDone
+	done.Recorded, done.Counted, err = g.Records()
+	if err != nil {
+		done.Error = err.Error()
+	}
+	return enc.Encode(done)
+}
+
+// child is gyre in a child process.
+type child struct {
+	cmd      *exec.Cmd
+	stdin    io.WriteCloser
+	out      *json.Decoder
+	rollouts []flywheel.RolloutRequest
+}
+
+func startChild(upstream string, o options) (*child, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"-role", "gyre", "-upstream", upstream, "-rollouts", fmt.Sprint(o.rollouts),
+		"-flush-interval", o.flush.String(), "-flush-batch", fmt.Sprint(o.batch), "-grant-cache", o.cache.String()}
+	if o.profile != "" {
+		args = append(args, "-cpuprofile", o.profile)
+	}
+	cmd := exec.Command(exe, args...)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	c := &child{cmd: cmd, stdin: stdin, out: json.NewDecoder(stdout)}
+	var ready childReady
+	if err := c.out.Decode(&ready); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("gyre child: %w", err)
+	}
+	c.rollouts = ready.Rollouts
+	return c, nil
+}
+
+func (c *child) Rollouts() []flywheel.RolloutRequest { return c.rollouts }
+
+func (c *child) Records() (int, int, error) {
+	_ = c.stdin.Close()
+	var done childDone
+	if err := c.out.Decode(&done); err != nil {
+		return 0, 0, fmt.Errorf("gyre child: %w", err)
+	}
+	if done.Error != "" {
+		return 0, 0, errors.New(done.Error)
+	}
+	return done.Recorded, done.Counted, nil
+}
+
+func (c *child) Close() {
+	_ = c.stdin.Close()
+	_ = c.cmd.Wait()
 }
 
 func mode(stream bool) string {
@@ -231,7 +385,14 @@ func startGyre(upstreamURL string, o options) (*gyreServer, error) {
 		_ = os.RemoveAll(dir)
 	}
 	fail := func(err error) (*gyreServer, error) { cleanup(); return nil, err }
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	// Access logs go to a file, as gyre serve's JSON logs would go to a
+	// collector: writing them is part of the cost.
+	logFile, err := os.Create(filepath.Join(dir, "gyre.log"))
+	if err != nil {
+		return fail(err)
+	}
+	closers = append(closers, func() { logFile.Close() })
+	log := telemetry.NewLogger(logFile, slog.LevelInfo, telemetry.LogJSON)
 	st, err := storeopen.Open(ctx, storeopen.Options{DataDir: dir, Migrate: true})
 	if err != nil {
 		return fail(err)
