@@ -80,7 +80,10 @@ func Dialect() sqlstore.Dialect {
 		SkipLocked:        ` FOR UPDATE OF r SKIP LOCKED`,
 		NowExpr:           `CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000 AS BIGINT)`,
 		OneStatementClaim: true,
-		AnalyzeRollouts:   `ANALYZE rollouts`,
+		// Best effort and bounded: a batch's answer never waits long
+		// behind a vacuum holding the table's lock, or on a slow sample.
+		AnalyzeRollouts: []string{`SET LOCAL lock_timeout = '200ms'`, `SET LOCAL statement_timeout = '5s'`,
+			`ANALYZE rollouts`},
 		IsUniqueViolation: hasCode(codeUniqueViolation),
 		IsRetryable:       hasCode(codeSerializationFailure, codeDeadlockDetected),
 	}

@@ -126,12 +126,27 @@ func (s *Store) CreateBatch(ctx context.Context, nb store.NewBatch) (store.Batch
 	if err != nil {
 		return store.Batch{}, nil, false, fmt.Errorf("create batch: %w", err)
 	}
-	if s.d.AnalyzeRollouts != "" && !existed && len(ids) >= analyzeAfterRollouts {
+	if len(s.d.AnalyzeRollouts) > 0 && !existed && len(ids) >= analyzeAfterRollouts {
 		// Best effort: the batch is committed; stale statistics only slow
 		// claims down until autovacuum analyzes the table itself.
-		_, _ = s.writer.ExecContext(ctx, s.d.AnalyzeRollouts)
+		_ = s.analyzeRollouts(ctx)
 	}
 	return batch, ids, existed, nil
+}
+
+// analyzeRollouts runs Dialect.AnalyzeRollouts in one transaction.
+func (s *Store) analyzeRollouts(ctx context.Context) error {
+	tx, err := s.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }() // a no-op after Commit
+	for _, q := range s.d.AnalyzeRollouts {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
 }
 
 // analyzeAfterRollouts is the batch size from which CreateBatch refreshes
