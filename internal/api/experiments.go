@@ -109,11 +109,7 @@ func (s *Server) listExperiments(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	q, err := queryParams(r, "limit", "cursor")
-	if err != nil {
-		return err
-	}
-	pg, err := page(q)
+	pg, err := pageOnly(r)
 	if err != nil {
 		return err
 	}
@@ -167,11 +163,7 @@ func (s *Server) listExperimentRuns(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return err
 	}
-	q, err := queryParams(r, "limit", "cursor")
-	if err != nil {
-		return err
-	}
-	pg, err := page(q)
+	pg, err := pageOnly(r)
 	if err != nil {
 		return err
 	}

@@ -81,11 +81,7 @@ func (s *Server) listFixtures(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	q, err := queryParams(r, "limit", "cursor")
-	if err != nil {
-		return err
-	}
-	pg, err := page(q)
+	pg, err := pageOnly(r)
 	if err != nil {
 		return err
 	}

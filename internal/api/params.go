@@ -58,6 +58,16 @@ func queryParams(r *http.Request, allowed ...string) (map[string]string, error) 
 	return out, nil
 }
 
+// pageOnly reads the query of a list that takes no filter: only limit
+// and cursor.
+func pageOnly(r *http.Request) (store.Page, error) {
+	q, err := queryParams(r, "limit", "cursor")
+	if err != nil {
+		return store.Page{}, err
+	}
+	return page(q)
+}
+
 // page reads ?limit= and ?cursor= from q (SPEC §4.8).
 func page(q map[string]string) (store.Page, error) {
 	p := store.Page{Limit: DefaultPageLimit}
