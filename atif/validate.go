@@ -545,16 +545,20 @@ func (c *checker) str() (string, bool) {
 	return c.s.readString(), true
 }
 
-func (c *checker) optStr() *string {
+// optional reads null as nil, else a value with read; nil also when read
+// reported it invalid.
+func optional[T any](c *checker, read func() (T, bool)) *T {
 	if c.null() {
 		return nil
 	}
-	s, ok := c.str()
+	v, ok := read()
 	if !ok {
 		return nil
 	}
-	return &s
+	return &v
 }
+
+func (c *checker) optStr() *string { return optional(c, c.str) }
 
 // integer reads an integer: a JSON number with an integral value (1, 1.0
 // and 1e3 all count) within ±(2^53−1).
@@ -593,16 +597,7 @@ func quoteNum(txt string) string {
 	return txt
 }
 
-func (c *checker) optInt() *int {
-	if c.null() {
-		return nil
-	}
-	n, ok := c.integer()
-	if !ok {
-		return nil
-	}
-	return &n
-}
+func (c *checker) optInt() *int { return optional(c, c.integer) }
 
 // number reads a JSON number within the double range.
 func (c *checker) number() (float64, bool) {
@@ -621,16 +616,7 @@ func (c *checker) number() (float64, bool) {
 	return f, true
 }
 
-func (c *checker) optNumber() *float64 {
-	if c.null() {
-		return nil
-	}
-	f, ok := c.number()
-	if !ok {
-		return nil
-	}
-	return &f
-}
+func (c *checker) optNumber() *float64 { return optional(c, c.number) }
 
 func (c *checker) optBool() *bool {
 	if c.null() {
