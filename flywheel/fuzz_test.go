@@ -7,11 +7,11 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/gyrehq/gyre/flywheel"
+	"github.com/gyrehq/gyre/internal/gyretest"
 	"github.com/gyrehq/gyre/internal/jcs"
 )
 
@@ -93,58 +93,19 @@ func checkFuzz(t *testing.T, def flywheel.Def, raw []byte, typ reflect.Type) {
 		if v.Message == "" {
 			t.Fatalf("empty message at %q", v.Pointer)
 		}
-		toks, ok := splitPointer(v.Pointer)
+		toks, ok := gyretest.SplitPointer(v.Pointer)
 		if !ok {
 			t.Fatalf("malformed pointer %q", v.Pointer)
 		}
-		if _, found := resolvePointer(tree, toks); found {
+		if _, found := gyretest.ResolvePointer(tree, toks); found {
 			continue
 		}
 		if len(toks) == 0 {
 			t.Fatalf("root pointer does not resolve")
 		}
-		parent, found := resolvePointer(tree, toks[:len(toks)-1])
+		parent, found := gyretest.ResolvePointer(tree, toks[:len(toks)-1])
 		if _, isObj := parent.(map[string]any); !found || !isObj || !strings.Contains(v.Message, "is required") {
 			t.Fatalf("pointer %q (%s) does not point into the document", v.Pointer, v.Message)
 		}
 	}
-}
-
-func splitPointer(p string) ([]string, bool) {
-	if p == "" {
-		return nil, true
-	}
-	if p[0] != '/' {
-		return nil, false
-	}
-	parts := strings.Split(p[1:], "/")
-	for i, s := range parts {
-		if strings.Contains(strings.ReplaceAll(strings.ReplaceAll(s, "~0", ""), "~1", ""), "~") {
-			return nil, false
-		}
-		parts[i] = strings.ReplaceAll(strings.ReplaceAll(s, "~1", "/"), "~0", "~")
-	}
-	return parts, true
-}
-
-func resolvePointer(v any, toks []string) (any, bool) {
-	for _, tok := range toks {
-		switch c := v.(type) {
-		case map[string]any:
-			x, ok := c[tok]
-			if !ok {
-				return nil, false
-			}
-			v = x
-		case []any:
-			i, err := strconv.Atoi(tok)
-			if err != nil || i < 0 || i >= len(c) || strconv.Itoa(i) != tok {
-				return nil, false
-			}
-			v = c[i]
-		default:
-			return nil, false
-		}
-	}
-	return v, true
 }

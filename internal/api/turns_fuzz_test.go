@@ -17,6 +17,7 @@ import (
 	"github.com/gyrehq/gyre/flywheel"
 	"github.com/gyrehq/gyre/internal/auth"
 	"github.com/gyrehq/gyre/internal/clock"
+	"github.com/gyrehq/gyre/internal/gyretest"
 	"github.com/gyrehq/gyre/internal/jcs"
 	"github.com/gyrehq/gyre/internal/store"
 	"github.com/gyrehq/gyre/internal/telemetry"
@@ -205,59 +206,20 @@ func turnCheckPointer(t *testing.T, body []byte, pointer, msg string) {
 		}
 		return
 	}
-	toks, ok := turnSplitPointer(pointer)
+	toks, ok := gyretest.SplitPointer(pointer)
 	if !ok {
 		t.Fatalf("malformed pointer %q", pointer)
 	}
-	if _, found := turnResolvePointer(tree, toks); found {
+	if _, found := gyretest.ResolvePointer(tree, toks); found {
 		return
 	}
 	if len(toks) == 0 {
 		t.Fatal("the root pointer does not resolve")
 	}
-	parent, found := turnResolvePointer(tree, toks[:len(toks)-1])
+	parent, found := gyretest.ResolvePointer(tree, toks[:len(toks)-1])
 	if _, isObj := parent.(map[string]any); !found || !isObj || !strings.Contains(msg, "required") {
 		t.Fatalf("pointer %q (%s) points nowhere in the body", pointer, msg)
 	}
-}
-
-func turnSplitPointer(p string) ([]string, bool) {
-	if p == "" {
-		return nil, true
-	}
-	if p[0] != '/' {
-		return nil, false
-	}
-	parts := strings.Split(p[1:], "/")
-	for i, s := range parts {
-		if strings.Contains(strings.ReplaceAll(strings.ReplaceAll(s, "~0", ""), "~1", ""), "~") {
-			return nil, false
-		}
-		parts[i] = strings.ReplaceAll(strings.ReplaceAll(s, "~1", "/"), "~0", "~")
-	}
-	return parts, true
-}
-
-func turnResolvePointer(v any, toks []string) (any, bool) {
-	for _, tok := range toks {
-		switch c := v.(type) {
-		case map[string]any:
-			x, ok := c[tok]
-			if !ok {
-				return nil, false
-			}
-			v = x
-		case []any:
-			i, err := strconv.Atoi(tok)
-			if err != nil || i < 0 || i >= len(c) || strconv.Itoa(i) != tok {
-				return nil, false
-			}
-			v = c[i]
-		default:
-			return nil, false
-		}
-	}
-	return v, true
 }
 
 // turnCheckConflict asserts that a 409 names the first turn of the batch that
