@@ -2,13 +2,11 @@ package cli
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -123,41 +121,6 @@ func TestEvalScripts(t *testing.T) {
 			env.Setenv("FLAKY_MARKER", h.marker)
 			return nil
 		},
-		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"exitcode": func(ts *testscript.TestScript, neg bool, args []string) {
-				if neg || len(args) < 2 {
-					ts.Fatalf("usage: exitcode N prog [args...]")
-				}
-				want, err := strconv.Atoi(args[0])
-				if err != nil {
-					ts.Fatalf("exitcode: %v", err)
-				}
-				got := 0
-				if err := ts.Exec(args[1], args[2:]...); err != nil {
-					var ee *exec.ExitError
-					if !errors.As(err, &ee) {
-						ts.Fatalf("exitcode: %v", err)
-					}
-					got = ee.ExitCode()
-				}
-				if got != want {
-					ts.Fatalf("%s exited with %d, want %d", args[1], got, want)
-				}
-			},
-			"jsonget": func(ts *testscript.TestScript, neg bool, args []string) {
-				if neg || len(args) != 2 {
-					ts.Fatalf("usage: jsonget FIELD VAR")
-				}
-				var m map[string]any
-				if err := json.Unmarshal([]byte(ts.ReadFile("stdout")), &m); err != nil {
-					ts.Fatalf("jsonget: stdout is not a JSON object: %v", err)
-				}
-				v, ok := m[args[0]].(string)
-				if !ok {
-					ts.Fatalf("jsonget: stdout has no string %q", args[0])
-				}
-				ts.Setenv(args[1], v)
-			},
-		},
+		Cmds: scriptCmds,
 	})
 }
