@@ -274,19 +274,26 @@ func (r leaseRow) checkLive(h [32]byte, now int64) error {
 	return nil
 }
 
+// liveLease locks a rollout's lease row and checks, at the lease clock's
+// now, that token holds its live lease.
+func (s *Store) liveLease(ctx context.Context, tx *sql.Tx, tenantID, rolloutID string, token [32]byte) (leaseRow, int64, error) {
+	now, err := s.leaseNow(ctx, tx)
+	if err != nil {
+		return leaseRow{}, 0, err
+	}
+	r, err := s.leaseRow(ctx, tx, tenantID, rolloutID, true)
+	if err != nil {
+		return leaseRow{}, 0, err
+	}
+	return r, now, r.checkLive(token, now)
+}
+
 // Heartbeat renews a live lease to now + the granted length.
 func (s *Store) Heartbeat(ctx context.Context, tenantID, rolloutID string, token [32]byte) (time.Time, error) {
 	var expires int64
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		now, err := s.leaseNow(ctx, tx)
+		r, now, err := s.liveLease(ctx, tx, tenantID, rolloutID, token)
 		if err != nil {
-			return err
-		}
-		r, err := s.leaseRow(ctx, tx, tenantID, rolloutID, true)
-		if err != nil {
-			return err
-		}
-		if err := r.checkLive(token, now); err != nil {
 			return err
 		}
 		expires = now + r.granted.Int64
@@ -382,15 +389,8 @@ func (s *Store) requeue(ctx context.Context, tx *sql.Tx, tenantID string, r leas
 func (s *Store) Release(ctx context.Context, tenantID, rolloutID string, token [32]byte) (string, error) {
 	var next string
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		now, err := s.leaseNow(ctx, tx)
+		r, now, err := s.liveLease(ctx, tx, tenantID, rolloutID, token)
 		if err != nil {
-			return err
-		}
-		r, err := s.leaseRow(ctx, tx, tenantID, rolloutID, true)
-		if err != nil {
-			return err
-		}
-		if err := r.checkLive(token, now); err != nil {
 			return err
 		}
 		var counted int
