@@ -204,6 +204,16 @@ func (g *Gateway) authenticate(ctx context.Context, r *http.Request, token strin
 	return a, nil
 }
 
+// admit authenticates a request, then takes its rate-limit tokens, so a
+// request without the rollout's key never spends them.
+func (g *Gateway) admit(ctx context.Context, r *http.Request, token string) (store.GatewayAccess, *apiError) {
+	a, aerr := g.authenticate(ctx, r, token)
+	if aerr == nil {
+		aerr = g.rateLimit(ctx, a)
+	}
+	return a, aerr
+}
+
 // rateLimit takes a token from the rollout's and its tenant's gateway
 // buckets, or answers 429 rate_limited with Retry-After. Nothing is
 // recorded for a refused request: it never reached an upstream.
@@ -226,10 +236,7 @@ func (g *Gateway) rateLimit(ctx context.Context, a store.GatewayAccess) *apiErro
 func (g *Gateway) ServeChat(w http.ResponseWriter, r *http.Request, token string) {
 	c := g.newCall(w, r, routeChat)
 	defer c.cancel(nil)
-	a, aerr := g.authenticate(c.ctx, r, token)
-	if aerr == nil {
-		aerr = g.rateLimit(c.ctx, a)
-	}
+	a, aerr := g.admit(c.ctx, r, token)
 	if aerr != nil {
 		c.refuse(aerr)
 		return
@@ -290,10 +297,7 @@ func (g *Gateway) ServeProduction(w http.ResponseWriter, r *http.Request, tenant
 func (g *Gateway) ServeModels(w http.ResponseWriter, r *http.Request, token string) {
 	c := g.newCall(w, r, routeModels)
 	defer c.cancel(nil)
-	a, aerr := g.authenticate(c.ctx, r, token)
-	if aerr == nil {
-		aerr = g.rateLimit(c.ctx, a)
-	}
+	a, aerr := g.admit(c.ctx, r, token)
 	if aerr != nil {
 		c.refuse(aerr)
 		return
