@@ -144,13 +144,16 @@ func (r *Recorder) Start(ctx context.Context) error {
 	}
 	bg := context.WithoutCancel(ctx)
 	if !r.cfg.NoFlush {
-		r.done.Go(func() { r.loop(bg, r.cfg.FlushInterval, r.flushTick) })
+		r.done.Go(func() { r.loop(bg, r.cfg.FlushInterval, r.wake, r.flushTick) })
 	}
-	r.done.Go(func() { r.loop(bg, r.cfg.RevokeCheckEvery, r.watchOnce) })
+	r.done.Go(func() { r.loop(bg, r.cfg.RevokeCheckEvery, nil, r.watchOnce) })
 	return nil
 }
 
-func (r *Recorder) loop(ctx context.Context, every time.Duration, fn func(context.Context)) {
+// loop runs fn every period and whenever wake fires (nil: never). Only
+// the flush loop listens to r.wake: were the revocation loop to take a
+// wake-up, the flush it asked for would wait a whole interval.
+func (r *Recorder) loop(ctx context.Context, every time.Duration, wake <-chan struct{}, fn func(context.Context)) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -158,7 +161,7 @@ func (r *Recorder) loop(ctx context.Context, every time.Duration, fn func(contex
 		case <-r.stop:
 			return
 		case <-t.C:
-		case <-r.wake:
+		case <-wake:
 		}
 		fn(ctx)
 	}
