@@ -19,6 +19,10 @@
 # (or fail, under GYRE_REQUIRE_POSTGRES=1 / GYRE_REQUIRE_S3=1). A server that
 # is there but fails to start is an error, with its log shown.
 #
+# GYRE_TESTENV_PG_OPTS adds server options, e.g.
+# "-c shared_preload_libraries=pg_stat_statements" to see where a benchmark's
+# statement time goes.
+#
 # --check verifies the backends answer (psql "select 1", an S3 bucket
 # listing) before running COMMAND (which is then optional).
 set -euo pipefail
@@ -140,7 +144,7 @@ start_postgres() {
 	for try in 1 2 3; do
 		port=$(free_port)
 		if (cd "$dir" && "${pg_as[@]}" "$pg_bin/pg_ctl" -D "$pg_data" -l "$logf" -w -t "$START_TIMEOUT" \
-			-o "-c listen_addresses=127.0.0.1 -p $port -k $dir/sock -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300" \
+			-o "-c listen_addresses=127.0.0.1 -p $port -k $dir/sock -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300 ${GYRE_TESTENV_PG_OPTS:-}" \
 			start >/dev/null 2>&1); then
 			break
 		fi

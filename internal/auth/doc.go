@@ -2,8 +2,9 @@
 //
 // A key is "gyre_" followed by the unpadded base64url form of 32 bytes from
 // crypto/rand (256 bits). Only its SHA-256 is ever stored; a request's key
-// is hashed and looked up through the store on every request, so a revoked
-// key stops working at once. The secret never appears in a log line or an
+// is hashed and looked up through the store for every request, so a revoked
+// key stops working at once. Concurrent requests with one key share a
+// lookup, but only one that starts after they arrive. The secret never appears in a log line or an
 // error message: errors name the problem ("unknown API key"), never the key.
 //
 // Authenticate turns a request's "Authorization: Bearer <key>" header into

@@ -60,15 +60,17 @@ type KeyFinder interface {
 	KeyByHash(ctx context.Context, hash [32]byte) (gyre.APIKey, error)
 }
 
-// Authenticator resolves request keys through a KeyFinder on every
-// request (no cache), so that revocation takes effect at once.
+// Authenticator resolves request keys through a KeyFinder for every
+// request (no cache: concurrent requests with one key share only a
+// lookup that starts after they arrive), so that revocation takes effect
+// at once.
 type Authenticator struct {
-	keys KeyFinder
+	keys *freshLookups
 }
 
 // NewAuthenticator returns an Authenticator that looks keys up in keys.
 func NewAuthenticator(keys KeyFinder) *Authenticator {
-	return &Authenticator{keys: keys}
+	return &Authenticator{keys: newFreshLookups(keys)}
 }
 
 // Authenticate resolves r's bearer key into a Principal. It answers a
@@ -90,7 +92,7 @@ func (a *Authenticator) Authenticate(r *http.Request) (Principal, error) {
 	if !ok {
 		return Principal{}, errMalformed
 	}
-	k, err := a.keys.KeyByHash(r.Context(), Hash(secret))
+	k, err := a.keys.find(r.Context(), Hash(secret))
 	if errors.Is(err, store.ErrNotFound) {
 		return Principal{}, errUnknown
 	}

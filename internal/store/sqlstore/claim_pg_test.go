@@ -1,11 +1,18 @@
 package sqlstore_test
 
 import (
+	"context"
+	"crypto/rand"
 	"database/sql"
+	"errors"
+	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/gyrehq/gyre/internal/store"
 	"github.com/gyrehq/gyre/internal/store/pgstore"
 	"github.com/gyrehq/gyre/internal/store/sqlstore"
 	"github.com/gyrehq/gyre/internal/store/storetest"
@@ -33,7 +40,7 @@ func TestPostgresClaimPlan_UsesTheClaimableIndexOnAFreshTable(t *testing.T) {
 	}
 	defer db.Close()
 	secret := [][]byte{make([]byte, 32)}
-	rows, err := db.QueryContext(t.Context(), "EXPLAIN "+sqlstore.PGClaimSQL, tenant, agent, 2, nil, nil, int64(60e6), secret, secret, secret, 1)
+	rows, err := db.QueryContext(t.Context(), "EXPLAIN "+sqlstore.PGClaimSQL(2), tenant, agent, []string{""}, []string{""}, []int64{60e6}, secret, secret, secret, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,4 +98,196 @@ func TestPostgresCreateBatch_NeverWaitsLongToAnalyze(t *testing.T) {
 	}()
 	storetest.SeedQueuedRollouts(t, s, 300)
 	close(stop)
+}
+
+// openPostgresStore opens a migrated store in a schema of its own, and a
+// plain connection pool on the same schema.
+func openPostgresStore(t *testing.T) (*sqlstore.Store, *sql.DB) {
+	t.Helper()
+	base := storetest.PostgresURL(t)
+	url := storetest.SearchPathURL(t, base, storetest.NewPostgresSchema(t, base))
+	s, err := pgstore.Open(t.Context(), pgstore.Config{URL: url, Migrate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	db, err := sql.Open("pgx", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return s, db
+}
+
+func freshSecrets(t *testing.T, n int) []store.RolloutSecrets {
+	t.Helper()
+	out := make([]store.RolloutSecrets, n)
+	for i := range out {
+		for _, b := range [][]byte{out[i].LeaseToken[:], out[i].GatewayToken[:], out[i].GatewayKey[:]} {
+			if _, err := rand.Read(b); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return out
+}
+
+// TestPostgresClaim_CombinedClaimsKeepTheirOwnWorkerLeaseAndSecrets:
+// claims of one agent that share a statement each lease their own
+// rollouts with their own worker, lease grant and secrets, and together
+// take every queued rollout exactly once.
+func TestPostgresClaim_CombinedClaimsKeepTheirOwnWorkerLeaseAndSecrets(t *testing.T) {
+	t.Parallel()
+	s, _ := openPostgresStore(t)
+	const queued = 600
+	tenant, agent := storetest.SeedQueuedRollouts(t, s, queued)
+	type claimant struct {
+		req store.ClaimRequest
+		got []store.Claimed
+	}
+	var (
+		mu       sync.Mutex
+		claims   []claimant
+		start    = make(chan struct{})
+		wg       sync.WaitGroup
+		finished atomic.Bool
+	)
+	for w := range 24 {
+		wg.Go(func() {
+			<-start
+			for i := 0; !finished.Load(); i++ {
+				max := 1 + (w+i)%5
+				req := store.ClaimRequest{
+					TenantID: tenant, AgentID: agent, Max: max,
+					Lease:    time.Duration(60+w) * time.Second,
+					WorkerID: fmt.Sprintf("w%d", w), Secrets: freshSecrets(t, max),
+				}
+				if w%3 == 0 {
+					req.WorkerID, req.WorkerVersion = "", fmt.Sprintf("v%d", w)
+				}
+				res, err := s.Claim(t.Context(), req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if len(res.Rollouts) > max {
+					t.Errorf("claim for %d got %d rollouts", max, len(res.Rollouts))
+				}
+				if len(res.Rollouts) == 0 {
+					finished.Store(true)
+				}
+				mu.Lock()
+				claims = append(claims, claimant{req: req, got: res.Rollouts})
+				mu.Unlock()
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+
+	seen := map[string]bool{}
+	for _, c := range claims {
+		for i, got := range c.got {
+			if seen[got.Rollout.ID] {
+				t.Fatalf("rollout %s claimed twice", got.Rollout.ID)
+			}
+			seen[got.Rollout.ID] = true
+			if got.Secrets != i {
+				t.Fatalf("claim's rollout %d uses secret set %d", i, got.Secrets)
+			}
+			sec := c.req.Secrets[got.Secrets]
+			r, err := s.GetRollout(t.Context(), tenant, got.Rollout.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := c.req.WorkerID; (want == "") != (r.WorkerID == nil) || (r.WorkerID != nil && *r.WorkerID != want) {
+				t.Fatalf("rollout %s stored worker %v, claimed by %q", r.ID, r.WorkerID, want)
+			}
+			if want := c.req.WorkerVersion; (want == "") != (r.WorkerVersion == nil) || (r.WorkerVersion != nil && *r.WorkerVersion != want) {
+				t.Fatalf("rollout %s stored worker version %v, claimed with %q", r.ID, r.WorkerVersion, want)
+			}
+			if r.LeaseGrant != c.req.Lease || r.LeaseExpiresAt.Sub(*r.ClaimedAt) != c.req.Lease {
+				t.Fatalf("rollout %s: lease grant %v, expiry-claim %v; claimed for %v", r.ID, r.LeaseGrant, r.LeaseExpiresAt.Sub(*r.ClaimedAt), c.req.Lease)
+			}
+			if !got.Rollout.LeaseExpiresAt.Equal(*r.LeaseExpiresAt) {
+				t.Fatalf("rollout %s: answered expiry %v, stored %v", r.ID, got.Rollout.LeaseExpiresAt, r.LeaseExpiresAt)
+			}
+			if err := s.CheckLease(t.Context(), tenant, r.ID, sec.LeaseToken); err != nil {
+				t.Fatalf("rollout %s does not take its claim's lease token: %v", r.ID, err)
+			}
+			grant, err := s.GatewayGrant(t.Context(), sec.GatewayToken)
+			if err != nil || grant.RolloutID != r.ID || grant.KeyHash != sec.GatewayKey {
+				t.Fatalf("rollout %s: its claim's gateway token resolves to %+v, %v", r.ID, grant, err)
+			}
+		}
+	}
+	if len(seen) != queued {
+		t.Fatalf("claimed %d distinct rollouts, want %d", len(seen), queued)
+	}
+	if n := sqlstore.ClaimStatements(s); n >= int64(len(claims)) {
+		t.Errorf("%d claims took %d statements: concurrent claims were never combined", len(claims), n)
+	}
+}
+
+// TestPostgresClaim_CancelledWhileWaitingLeasesNothing: a claim whose
+// caller gives up while it waits behind another claim's statement leaves
+// the line and leases nothing; the claim in flight completes.
+func TestPostgresClaim_CancelledWhileWaitingLeasesNothing(t *testing.T) {
+	t.Parallel()
+	s, db := openPostgresStore(t)
+	tenant, agent := storetest.SeedQueuedRollouts(t, s, 10)
+	holder, err := db.BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = holder.Rollback() }()
+	// The first claim's statement waits for this lock.
+	if _, err := holder.ExecContext(t.Context(), `LOCK TABLE rollouts IN EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	first := make(chan store.ClaimResult, 1)
+	go func() {
+		res, err := s.Claim(t.Context(), store.ClaimRequest{TenantID: tenant, AgentID: agent, Max: 2, Lease: time.Minute, Secrets: freshSecrets(t, 2)})
+		if err != nil {
+			t.Error(err)
+		}
+		first <- res
+	}()
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		var waiting int
+		if err := db.QueryRowContext(t.Context(), `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'WITH now AS%'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first claim never reached the database")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	second := make(chan error, 1)
+	go func() {
+		_, err := s.Claim(ctx, store.ClaimRequest{TenantID: tenant, AgentID: agent, Max: 3, Lease: time.Minute, Secrets: freshSecrets(t, 3)})
+		second <- err
+	}()
+	time.Sleep(50 * time.Millisecond) // let it queue behind the first
+	cancel()
+	if err := <-second; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled waiting claim: err = %v, want context.Canceled", err)
+	}
+	if err := holder.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if res := <-first; len(res.Rollouts) != 2 || !res.MoreQueued {
+		t.Fatalf("first claim leased %d rollouts (more queued %v), want 2 and more", len(res.Rollouts), res.MoreQueued)
+	}
+	var leased int
+	if err := db.QueryRowContext(t.Context(), `SELECT count(*) FROM rollouts WHERE state = 'leased'`).Scan(&leased); err != nil {
+		t.Fatal(err)
+	}
+	if leased != 2 {
+		t.Fatalf("%d rollouts leased, want the first claim's 2", leased)
+	}
 }

@@ -1,4 +1,8 @@
 package sqlstore
 
-// PGClaimSQL is the one-statement claim, for plan tests in sqlstore_test.
-const PGClaimSQL = pgClaimSQL
+// PGClaimSQL is the one-statement claim picking up to limit rollouts, for
+// plan tests in sqlstore_test.
+func PGClaimSQL(limit int) string { return claimSQL[limit] }
+
+// ClaimStatements is how many combined claim statements s has run.
+func ClaimStatements(s *Store) int64 { return s.claims.statements.Load() }

@@ -50,6 +50,7 @@ type Store struct {
 	lockNS  string
 	dbClock bool
 	group   *groupWriter
+	claims  *claimCombiner
 	onClose func() error
 }
 
@@ -80,6 +81,9 @@ func New(cfg Config) (*Store, error) {
 	}
 	if s.reader == nil {
 		s.reader = s.writer
+	}
+	if cfg.Dialect.OneStatementClaim {
+		s.claims = newClaimCombiner()
 	}
 	if cfg.Dialect.GroupCommit {
 		s.group = newGroupWriter(s.writer)
