@@ -394,9 +394,9 @@ func streamErrorEvent(code, message string) []byte {
 var doneEvent = []byte("data: [DONE]\n\n")
 
 // stream relays a streamed answer event by event, flushing each as it
-// arrives (see relay), and
-// reassembles it for the record. It counts when the event carrying the
-// last choice's finish_reason and then [DONE] were delivered (SPEC §6.3).
+// arrives (see relay), and reassembles it for the record once relayed. It
+// counts when the event carrying the last choice's finish_reason and then
+// [DONE] were delivered (SPEC §6.3).
 func (c *call) stream(resp *http.Response) {
 	h := c.w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -408,12 +408,15 @@ func (c *call) stream(resp *http.Response) {
 	c.w.WriteHeader(resp.StatusCode)
 	rc := http.NewResponseController(c.w)
 	rd := newSSEReader(resp.Body, int(min(c.g.cfg.MaxResponseBytes, 1<<30)))
-	acc := &streamAcc{}
 	var (
 		werr     error
 		readErr  error
-		upErr    bool
 		tooLarge bool
+		size     int
+		// events are the data of every event, reassembled once the
+		// stream has been relayed, so that no event waits for the
+		// parsing of the ones before it.
+		events [][]byte
 	)
 	// Each event is flushed unless the next one has already arrived whole:
 	// then both go out in one flush, microseconds later. No event waits
@@ -439,69 +442,107 @@ func (c *call) stream(resp *http.Response) {
 		if string(bytes.TrimSpace(data)) == "[DONE]" {
 			break
 		}
-		// An event goes out before it is parsed, unless it may be the
-		// usage chunk the client did not ask for, which is dropped.
-		strip := !c.fwd.clientUsage && mayBeUsageOnly(data)
-		if !strip {
-			relay(raw)
-		}
-		var ch chunk
-		if json.Unmarshal(data, &ch) != nil {
-			if strip {
-				relay(raw)
-			}
-			continue
-		}
-		if len(ch.Error) > 0 && !isNull(ch.Error) {
-			upErr = true
-		}
-		acc.add(&ch, len(data))
-		if int64(acc.size) > c.g.cfg.MaxResponseBytes {
+		if size += len(data); int64(size) > c.g.cfg.MaxResponseBytes {
 			tooLarge = true
 			break
 		}
-		if strip && (len(ch.Choices) > 0 || len(ch.Usage) == 0 || isNull(ch.Usage)) {
-			relay(raw) // not the usage chunk after all
+		events = append(events, data)
+		// An event goes out as it arrives, unless it is the usage chunk
+		// the client did not ask for, which is dropped.
+		if c.fwd.clientUsage || !mayBeUsageOnly(data) || !isUsageOnly(data) {
+			relay(raw)
 		}
 	}
-	if werr == nil && acc.size == 0 && readErr == nil {
+	if werr == nil && size == 0 && readErr == nil {
 		werr = rc.Flush() // an empty stream still gets its headers
 	}
 	c.ended = time.Now()
-	c.response = acc.response()
-	c.rec.EmittedIDs = acc.emitted()
-	c.setUsage(acc.usage)
+	acc := &streamAcc{}
+	upErr := false
+	reassemble := func() {
+		for _, data := range events {
+			var ch chunk
+			if json.Unmarshal(data, &ch) != nil {
+				continue
+			}
+			if len(ch.Error) > 0 && !isNull(ch.Error) {
+				upErr = true
+			}
+			acc.add(&ch, len(data))
+		}
+		c.response = acc.response()
+		c.rec.EmittedIDs = acc.emitted()
+		c.setUsage(acc.usage)
+	}
 	status := resp.StatusCode
 	switch reason := c.gone(); {
 	case reason == ReasonRevoked:
 		_, _ = c.w.Write(streamErrorEvent(CodeCredentialExpired, "This rollout's credential was revoked; the stream was cut."))
 		_ = rc.Flush()
+		reassemble()
 		c.finish(status, false, reason)
 	case reason != "" || werr != nil:
+		reassemble()
 		c.finish(status, false, ReasonClientDisconnected)
 	case tooLarge:
 		c.endStream(rc, streamErrorEvent(CodeUpstreamError, "The upstream's stream exceeds the gateway's limit."))
+		reassemble()
 		c.finish(status, false, ReasonResponseTooLarge)
 	case readErr != nil:
 		c.endStream(rc, streamErrorEvent(CodeUpstreamError, "The upstream's stream broke off."))
+		reassemble()
 		c.finish(status, false, ReasonUpstreamBroken)
-	case upErr || !acc.finished():
-		// The upstream ended without finishing every choice: end the
-		// stream cleanly for the client, but it does not count.
-		c.endStream(rc, doneEvent)
-		reason := ReasonStreamIncomplete
-		if upErr {
-			reason = ReasonUpstreamError
+	case c.rec.RolloutID != nil && c.g.rec.needsDurableCount(*c.rec.RolloutID):
+		// The rollout's first counted completion here: it must be durable
+		// before [DONE] goes out, so whether it counts is decided first.
+		reassemble()
+		if upErr || !acc.finished() {
+			c.endStream(rc, doneEvent)
+			c.finish(status, false, incompleteReason(upErr))
+			return
 		}
-		c.finish(status, false, reason)
-	default:
 		c.beforeCounted(status)
 		if !c.endStream(rc, doneEvent) {
 			c.finish(status, false, ReasonClientDisconnected)
 			return
 		}
 		c.finish(status, true, "")
+	default:
+		// [DONE] goes out first; the stream is then reassembled for the
+		// record, which the rollout's reconciliation waits for (the call
+		// stays in flight until finish).
+		delivered := c.endStream(rc, doneEvent)
+		reassemble()
+		switch {
+		case upErr || !acc.finished():
+			// The upstream ended without finishing every choice: the
+			// client's stream still ended cleanly, but it does not count.
+			c.finish(status, false, incompleteReason(upErr))
+		case !delivered:
+			c.finish(status, false, ReasonClientDisconnected)
+		default:
+			c.finish(status, true, "")
+		}
 	}
+}
+
+// incompleteReason is why a stream that ended without every choice
+// finished does not count.
+func incompleteReason(upErr bool) string {
+	if upErr {
+		return ReasonUpstreamError
+	}
+	return ReasonStreamIncomplete
+}
+
+// isUsageOnly reports whether an event's data is the usage chunk
+// include_usage adds: no choices and a usage object.
+func isUsageOnly(data []byte) bool {
+	var ch chunk
+	if json.Unmarshal(data, &ch) != nil {
+		return false
+	}
+	return len(ch.Choices) == 0 && len(ch.Usage) > 0 && !isNull(ch.Usage)
 }
 
 // mayBeUsageOnly reports whether an event's data may be the usage chunk
