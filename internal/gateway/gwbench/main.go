@@ -42,6 +42,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/gyrehq/gyre"
@@ -78,8 +79,12 @@ type options struct {
 	// inprocess runs gyre in this process; role "gyre" is the child
 	// process serving gyre in front of upstream.
 	inprocess bool
-	role      string
-	upstream  string
+	// baseline adds a bare reverse proxy (net/http/httputil, flushing
+	// every write) in a child process of its own, as the floor any proxy
+	// in its own process pays on this machine.
+	baseline bool
+	role     string
+	upstream string
 }
 
 func run() error {
@@ -95,11 +100,15 @@ func run() error {
 	flag.BoolVar(&o.asJSON, "json", false, "print the results as JSON")
 	flag.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of gyre (of everything with -inprocess) to this file")
 	flag.BoolVar(&o.inprocess, "inprocess", false, "run gyre in the load generator's process instead of a child process")
-	flag.StringVar(&o.role, "role", "", "internal: \"gyre\" serves gyre in front of -upstream for a parent gwbench")
+	flag.BoolVar(&o.baseline, "baseline", true, "also send the load through a bare reverse proxy in its own process (the floor of any proxy here)")
+	flag.StringVar(&o.role, "role", "", "internal: \"gyre\" or \"proxy\" serves in front of -upstream for a parent gwbench")
 	flag.StringVar(&o.upstream, "upstream", "", "internal: the stub's URL, for -role gyre")
 	flag.Parse()
 	if o.role == "gyre" {
 		return serveChild(o)
+	}
+	if o.role == "proxy" {
+		return serveProxy(o)
 	}
 	if o.role != "" {
 		return fmt.Errorf("unknown -role %q", o.role)
@@ -128,13 +137,27 @@ func run() error {
 	if o.inprocess {
 		srv, err = startGyre(stub.url, o)
 	} else {
-		srv, err = startChild(stub.url, o)
+		srv, err = startChild("gyre", stub.url, o)
 	}
 	if err != nil {
 		return err
 	}
 	defer srv.Close()
 	rollouts := srv.Rollouts()
+	paths := []string{"direct", "gateway"}
+	var (
+		proxyURL string
+		proxy    *child
+	)
+	if o.baseline {
+		proxy, err = startChild("proxy", stub.url, o)
+		if err != nil {
+			return err
+		}
+		defer proxy.Close()
+		proxyURL = proxy.Rollouts()[0].LLMURL
+		paths = []string{"direct", "proxy", "gateway"}
+	}
 
 	client := &http.Client{Transport: &http.Transport{MaxIdleConns: 4096, MaxIdleConnsPerHost: 4096, IdleConnTimeout: time.Minute,
 		DisableCompression: true}}
@@ -144,8 +167,11 @@ func run() error {
 
 	var results []result
 	for _, stream := range []bool{false, true} {
-		for _, via := range []string{"direct", "gateway"} {
+		for _, via := range paths {
 			target := func(i int) (string, string) { return stub.url + "/v1/chat/completions", "" }
+			if via == "proxy" {
+				target = func(i int) (string, string) { return proxyURL + "/chat/completions", "" }
+			}
 			if via == "gateway" {
 				target = func(i int) (string, string) {
 					rr := rollouts[i%len(rollouts)]
@@ -165,7 +191,21 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	return report(os.Stdout, o, results, load0, load1, recorded, counted)
+	// CPU per request of each child: every request it served, warm-up
+	// included, and for gyre its records' final flush.
+	perPath := 2 * o.rate * int((o.warmup + o.duration).Seconds())
+	cpu := map[string]float64{}
+	if c, ok := srv.(*child); ok {
+		cpu["gateway"] = c.done.CPUSeconds / float64(perPath)
+	}
+	if proxy != nil {
+		done, err := proxy.finish()
+		if err != nil {
+			return err
+		}
+		cpu["proxy"] = done.CPUSeconds / float64(perPath)
+	}
+	return report(os.Stdout, o, results, load0, load1, recorded, counted, cpu)
 }
 
 // benchTarget is a gyre server with the gateway in front of the stub.
@@ -206,9 +246,11 @@ type childReady struct {
 }
 
 type childDone struct {
-	Recorded int    `json:"recorded"`
-	Counted  int    `json:"counted"`
-	Error    string `json:"error,omitempty"`
+	// CPUSeconds is the child's user and system CPU time over its life.
+	CPUSeconds float64 `json:"cpu_seconds"`
+	Recorded   int     `json:"recorded"`
+	Counted    int     `json:"counted"`
+	Error      string  `json:"error,omitempty"`
 }
 
 // serveChild is the child process: gyre in front of o.upstream, serving
@@ -243,25 +285,85 @@ func serveChild(o options) error {
 	if err != nil {
 		done.Error = err.Error()
 	}
+	done.CPUSeconds = cpuSeconds()
 	return enc.Encode(done)
 }
 
-// child is gyre in a child process.
+// serveProxy is the baseline child: a bare proxy to o.upstream that
+// forwards the request body and relays the answer, flushing after every
+// read, with GC as gyre serve runs it, serving until stdin closes. It
+// answers one pseudo-rollout whose llm_url is the proxy.
+func serveProxy(o options) error {
+	if _, set := os.LookupEnv("GOGC"); !set {
+		debug.SetGCPercent(400)
+	}
+	client := &http.Client{Transport: &http.Transport{MaxIdleConns: 4096, MaxIdleConnsPerHost: 4096, DisableCompression: true}}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		out, err := http.NewRequestWithContext(r.Context(), http.MethodPost, o.upstream+r.URL.Path, bytes.NewReader(body))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		out.Header.Set("Content-Type", r.Header.Get("Content-Type"))
+		resp, err := client.Do(out)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
+		w.WriteHeader(resp.StatusCode)
+		rc := http.NewResponseController(w)
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := resp.Body.Read(buf)
+			if n > 0 {
+				if _, werr := w.Write(buf[:n]); werr != nil || rc.Flush() != nil {
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+	enc := json.NewEncoder(os.Stdout)
+	if err := enc.Encode(childReady{Rollouts: []flywheel.RolloutRequest{{LLMURL: "http://" + ln.Addr().String() + "/v1"}}}); err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	return enc.Encode(childDone{CPUSeconds: cpuSeconds()})
+}
+
+// child is gyre, or the baseline proxy, in a child process.
 type child struct {
+	done     *childDone
 	cmd      *exec.Cmd
 	stdin    io.WriteCloser
 	out      *json.Decoder
 	rollouts []flywheel.RolloutRequest
 }
 
-func startChild(upstream string, o options) (*child, error) {
+func startChild(role, upstream string, o options) (*child, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	args := []string{"-role", "gyre", "-upstream", upstream, "-rollouts", fmt.Sprint(o.rollouts),
+	args := []string{"-role", role, "-upstream", upstream, "-rollouts", fmt.Sprint(o.rollouts),
 		"-flush-interval", o.flush.String(), "-flush-batch", fmt.Sprint(o.batch), "-grant-cache", o.cache.String()}
-	if o.profile != "" {
+	if o.profile != "" && role == "gyre" {
 		args = append(args, "-cpuprofile", o.profile)
 	}
 	cmd := exec.Command(exe, args...)
@@ -281,7 +383,7 @@ func startChild(upstream string, o options) (*child, error) {
 	var ready childReady
 	if err := c.out.Decode(&ready); err != nil {
 		c.Close()
-		return nil, fmt.Errorf("gyre child: %w", err)
+		return nil, fmt.Errorf("%s child: %w", role, err)
 	}
 	c.rollouts = ready.Rollouts
 	return c, nil
@@ -290,15 +392,34 @@ func startChild(upstream string, o options) (*child, error) {
 func (c *child) Rollouts() []flywheel.RolloutRequest { return c.rollouts }
 
 func (c *child) Records() (int, int, error) {
+	done, err := c.finish()
+	return done.Recorded, done.Counted, err
+}
+
+// finish closes the child's stdin and reads its last report, once.
+func (c *child) finish() (childDone, error) {
+	if c.done != nil {
+		return *c.done, nil
+	}
 	_ = c.stdin.Close()
 	var done childDone
 	if err := c.out.Decode(&done); err != nil {
-		return 0, 0, fmt.Errorf("gyre child: %w", err)
+		return done, fmt.Errorf("child: %w", err)
 	}
 	if done.Error != "" {
-		return 0, 0, errors.New(done.Error)
+		return done, errors.New(done.Error)
 	}
-	return done.Recorded, done.Counted, nil
+	c.done = &done
+	return done, nil
+}
+
+// cpuSeconds is this process's user and system CPU time so far.
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
 
 func (c *child) Close() {
@@ -534,7 +655,9 @@ func phase(client *http.Client, target func(int) (string, string), stream bool, 
 			url, key := target(i)
 			elapsed, ttfe, err := send(client, url, key, stream, at)
 			if err != nil {
-				fails.Add(1)
+				if fails.Add(1) == 1 {
+					fmt.Fprintf(os.Stderr, "gwbench: first failure: %v\n", err)
+				}
 				lat[i], first[i] = -1, -1
 				return
 			}
@@ -639,6 +762,7 @@ func loadavg() string {
 
 type added struct {
 	Mode     string  `json:"mode"`
+	Path     string  `json:"path"`
 	AddedP50 float64 `json:"added_p50_ms"`
 	AddedP99 float64 `json:"added_p99_ms"`
 	RatioP50 float64 `json:"ratio_p50"`
@@ -648,17 +772,21 @@ type added struct {
 	FirstAddedP99 float64 `json:"first_event_added_p99_ms"`
 }
 
-func report(w io.Writer, o options, rs []result, load0, load1 string, recorded, counted int) error {
+func report(w io.Writer, o options, rs []result, load0, load1 string, recorded, counted int, cpu map[string]float64) error {
 	var adds []added
-	for i := 0; i+1 < len(rs); i += 2 {
-		d, g := rs[i], rs[i+1]
-		a := added{Mode: d.Mode, AddedP50: g.P50MS - d.P50MS, AddedP99: g.P99MS - d.P99MS,
-			FirstAddedP50: g.FirstP50MS - d.FirstP50MS, FirstAddedP99: g.FirstP99MS - d.FirstP99MS}
-		if d.P50MS > 0 {
-			a.RatioP50 = g.P50MS / d.P50MS
+	var direct result
+	for _, r := range rs {
+		if r.Path == "direct" {
+			direct = r
+			continue
 		}
-		if d.P99MS > 0 {
-			a.RatioP99 = g.P99MS / d.P99MS
+		a := added{Mode: r.Mode, Path: r.Path, AddedP50: r.P50MS - direct.P50MS, AddedP99: r.P99MS - direct.P99MS,
+			FirstAddedP50: r.FirstP50MS - direct.FirstP50MS, FirstAddedP99: r.FirstP99MS - direct.FirstP99MS}
+		if direct.P50MS > 0 {
+			a.RatioP50 = r.P50MS / direct.P50MS
+		}
+		if direct.P99MS > 0 {
+			a.RatioP99 = r.P99MS / direct.P99MS
 		}
 		adds = append(adds, a)
 	}
@@ -667,7 +795,7 @@ func report(w io.Writer, o options, rs []result, load0, load1 string, recorded, 
 		enc.SetIndent("", "  ")
 		return enc.Encode(map[string]any{"rate": o.rate, "duration_s": o.duration.Seconds(), "results": rs, "added": adds,
 			"load_average_before": load0, "load_average_after": load1, "gomaxprocs": runtime.GOMAXPROCS(0),
-			"gateway_records": recorded, "gateway_counted": counted})
+			"gateway_records": recorded, "gateway_counted": counted, "cpu_us_per_request": cpuMicros(cpu)})
 	}
 	fmt.Fprintf(w, "%-14s %-8s %9s %6s %9s %9s %12s %12s\n", "MODE", "PATH", "REQUESTS", "FAILS", "P50_MS", "P99_MS", "1ST_P50_MS", "1ST_P99_MS")
 	for _, r := range rs {
@@ -675,14 +803,27 @@ func report(w io.Writer, o options, rs []result, load0, load1 string, recorded, 
 			r.FirstP50MS, r.FirstP99MS)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "%-14s %12s %12s %10s %10s %15s %15s\n", "MODE", "ADDED_P50", "ADDED_P99", "RATIO_P50", "RATIO_P99",
+	fmt.Fprintf(w, "%-14s %-8s %12s %12s %10s %10s %15s %15s\n", "MODE", "PATH", "ADDED_P50", "ADDED_P99", "RATIO_P50", "RATIO_P99",
 		"1ST_ADDED_P50", "1ST_ADDED_P99")
 	for _, a := range adds {
-		fmt.Fprintf(w, "%-14s %9.3f ms %9.3f ms %9.2fx %9.2fx %12.3f ms %12.3f ms\n", a.Mode, a.AddedP50, a.AddedP99,
+		fmt.Fprintf(w, "%-14s %-8s %9.3f ms %9.3f ms %9.2fx %9.2fx %12.3f ms %12.3f ms\n", a.Mode, a.Path, a.AddedP50, a.AddedP99,
 			a.RatioP50, a.RatioP99, a.FirstAddedP50, a.FirstAddedP99)
 	}
 	fmt.Fprintf(w, "\nrate %d req/s, %s per phase; GOMAXPROCS %d; load average %s before, %s after\n",
 		o.rate, o.duration, runtime.GOMAXPROCS(0), load0, load1)
 	fmt.Fprintf(w, "recording on: %d gateway records written (%d counted)\n", recorded, counted)
+	for _, path := range []string{"proxy", "gateway"} {
+		if us, ok := cpuMicros(cpu)[path]; ok {
+			fmt.Fprintf(w, "CPU per request, %s process: %.0f µs\n", path, us)
+		}
+	}
 	return nil
+}
+
+func cpuMicros(cpu map[string]float64) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range cpu {
+		out[k] = v * 1e6
+	}
+	return out
 }
