@@ -1,8 +1,15 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
 	"text/tabwriter"
+
+	"github.com/gyrehq/gyre/internal/ratelimit"
 
 	"github.com/spf13/cobra"
 )
@@ -14,20 +21,23 @@ func (a *app) configCommand() *cobra.Command {
 		Short: "Print the configuration gyre serve would run with",
 		Long: `Resolve the configuration exactly as gyre serve does (flags, then GYRE_<FLAG>
 environment variables, then the --config file, then defaults), check it, and
-print each setting with where its value came from. It exits 2 when the
-configuration is invalid. Passwords in --db are shown redacted.`,
+print each setting with where its value came from, then the config file's
+upstreams (whether each one's key variable is set, never the key) and rate
+limits. It exits 2 when the configuration is invalid. Passwords in --db are
+shown redacted.`,
 		Example: `  GYRE_ADDR=:8080 gyre config --public-url https://gyre.example.com`,
 		Args:    argsUsage(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, from, err := a.config(cmd, true)
+			cfg, from, err := a.config(cmd, true)
 			if err != nil {
 				return err
 			}
 			if asJSON {
-				out := make(map[string]source, len(from))
+				out := make(map[string]any, len(from)+2)
 				for _, s := range settings {
 					out[s.key()] = from[s.flag]
 				}
+				out["upstreams"], out["limits"] = upstreamViews(cfg.Upstreams), limitViews(cfg.Limits)
 				return writeJSONTo(a.stdout, out)
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
@@ -40,10 +50,116 @@ configuration is invalid. Passwords in --db are shown redacted.`,
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\n", s.flag, val, v.Source)
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			return writeSections(a.stdout, cfg)
 		},
 	}
 	bindFlags(cmd.Flags(), true)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the settings as JSON")
 	return cmd
+}
+
+// upstreamView is one upstream as gyre config shows it: the name of its
+// key's environment variable and whether a key is sent, never the key.
+type upstreamView struct {
+	Name         string   `json:"name"`
+	BaseURL      string   `json:"base_url"`
+	APIKeyEnv    string   `json:"api_key_env"`
+	KeySet       bool     `json:"key_set"`
+	Tenants      []string `json:"tenants"`
+	AllowPrivate bool     `json:"allow_private"`
+}
+
+func upstreamViews(ups []UpstreamConfig) []upstreamView {
+	out := make([]upstreamView, len(ups))
+	for i, u := range ups {
+		tenants := u.Tenants
+		if len(tenants) == 0 {
+			tenants = []string{"*"}
+		}
+		out[i] = upstreamView{Name: u.Name, BaseURL: redactURL(u.BaseURL), APIKeyEnv: u.APIKeyEnv, KeySet: u.APIKey != "",
+			Tenants: tenants, AllowPrivate: u.AllowPrivate}
+	}
+	return out
+}
+
+// limitView is one tenant's limit on one surface; a rate is null when
+// that bucket is not limited.
+type limitView struct {
+	Tenant    string  `json:"tenant"`
+	Surface   string  `json:"surface"`
+	PerKey    *string `json:"per_key"`
+	PerTenant *string `json:"per_tenant"`
+}
+
+// limitViews lists the configured limits by tenant name ("*" first), then
+// surface in SPEC order.
+func limitViews(cfg ratelimit.Config) []limitView {
+	tenants := slices.SortedFunc(maps.Keys(cfg), func(a, b string) int {
+		if (a == ratelimit.AllTenants) != (b == ratelimit.AllTenants) {
+			if a == ratelimit.AllTenants {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Compare(a, b)
+	})
+	out := []limitView{}
+	for _, t := range tenants {
+		for _, s := range ratelimit.Surfaces {
+			l, ok := cfg[t][s]
+			if !ok {
+				continue
+			}
+			out = append(out, limitView{Tenant: t, Surface: string(s), PerKey: rateText(l.PerKey), PerTenant: rateText(l.PerTenant)})
+		}
+	}
+	return out
+}
+
+func rateText(r *ratelimit.Rate) *string {
+	if r == nil {
+		return nil
+	}
+	s := r.String()
+	return &s
+}
+
+// writeSections prints the upstreams and limits after the settings.
+func writeSections(w io.Writer, cfg Config) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw)
+	if len(cfg.Upstreams) == 0 {
+		fmt.Fprintln(tw, "upstreams: none (the config file's upstreams: section)")
+	} else {
+		fmt.Fprintln(tw, "UPSTREAM\tBASE_URL\tAPI_KEY_ENV\tKEY\tTENANTS\tALLOW_PRIVATE")
+		for _, u := range upstreamViews(cfg.Upstreams) {
+			// A named variable that is unset fails validation before this.
+			env, key := u.APIKeyEnv, "set"
+			if env == "" {
+				env, key = "-", "none"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%t\n", u.Name, u.BaseURL, env, key, strings.Join(u.Tenants, ","), u.AllowPrivate)
+		}
+	}
+	fmt.Fprintln(tw)
+	limits := limitViews(cfg.Limits)
+	if len(limits) == 0 {
+		fmt.Fprintln(tw, "limits: none (the config file's limits: section)")
+	} else {
+		fmt.Fprintln(tw, "LIMIT_TENANT\tSURFACE\tPER_KEY\tPER_TENANT")
+		for _, l := range limits {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", l.Tenant, l.Surface, orDash(deref(l.PerKey)), orDash(deref(l.PerTenant)))
+		}
+	}
+	return tw.Flush()
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
