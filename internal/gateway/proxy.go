@@ -394,9 +394,10 @@ func streamErrorEvent(code, message string) []byte {
 var doneEvent = []byte("data: [DONE]\n\n")
 
 // stream relays a streamed answer event by event, flushing each as it
-// arrives (see relay), and reassembles it for the record once relayed. It
-// counts when the event carrying the last choice's finish_reason and then
-// [DONE] were delivered (SPEC §6.3).
+// arrives (see relay), and reassembles it for the record once the
+// upstream's stream has ended, before [DONE] goes out. It counts when the
+// event carrying the last choice's finish_reason and then [DONE] were
+// delivered (SPEC §6.3).
 func (c *call) stream(resp *http.Response) {
 	h := c.w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -414,7 +415,7 @@ func (c *call) stream(resp *http.Response) {
 		tooLarge bool
 		size     int
 		// events are the data of every event, reassembled once the
-		// stream has been relayed, so that no event waits for the
+		// upstream's stream has ended, so that no event waits for the
 		// parsing of the ones before it.
 		events [][]byte
 	)
@@ -456,73 +457,52 @@ func (c *call) stream(resp *http.Response) {
 	if werr == nil && size == 0 && readErr == nil {
 		werr = rc.Flush() // an empty stream still gets its headers
 	}
+	rd.release()
 	c.ended = time.Now()
+	// Reassembled before the stream's last event goes out, so that the
+	// record is finished as soon as the client has its answer: the
+	// client's next request must not overtake it in the rollout's sequence.
 	acc := &streamAcc{}
 	upErr := false
-	reassemble := func() {
-		for _, data := range events {
-			var ch chunk
-			if json.Unmarshal(data, &ch) != nil {
-				continue
-			}
-			if len(ch.Error) > 0 && !isNull(ch.Error) {
-				upErr = true
-			}
-			acc.add(&ch, len(data))
+	for _, data := range events {
+		var ch chunk
+		if json.Unmarshal(data, &ch) != nil {
+			continue
 		}
-		c.response = acc.response()
-		c.rec.EmittedIDs = acc.emitted()
-		c.setUsage(acc.usage)
+		if len(ch.Error) > 0 && !isNull(ch.Error) {
+			upErr = true
+		}
+		acc.add(&ch, len(data))
 	}
+	c.response = acc.response()
+	c.rec.EmittedIDs = acc.emitted()
+	c.setUsage(acc.usage)
 	status := resp.StatusCode
 	switch reason := c.gone(); {
 	case reason == ReasonRevoked:
 		_, _ = c.w.Write(streamErrorEvent(CodeCredentialExpired, "This rollout's credential was revoked; the stream was cut."))
 		_ = rc.Flush()
-		reassemble()
 		c.finish(status, false, reason)
 	case reason != "" || werr != nil:
-		reassemble()
 		c.finish(status, false, ReasonClientDisconnected)
 	case tooLarge:
 		c.endStream(rc, streamErrorEvent(CodeUpstreamError, "The upstream's stream exceeds the gateway's limit."))
-		reassemble()
 		c.finish(status, false, ReasonResponseTooLarge)
 	case readErr != nil:
 		c.endStream(rc, streamErrorEvent(CodeUpstreamError, "The upstream's stream broke off."))
-		reassemble()
 		c.finish(status, false, ReasonUpstreamBroken)
-	case c.rec.RolloutID != nil && c.g.rec.needsDurableCount(*c.rec.RolloutID):
-		// The rollout's first counted completion here: it must be durable
-		// before [DONE] goes out, so whether it counts is decided first.
-		reassemble()
-		if upErr || !acc.finished() {
-			c.endStream(rc, doneEvent)
-			c.finish(status, false, incompleteReason(upErr))
-			return
-		}
+	case upErr || !acc.finished():
+		// The upstream ended without finishing every choice: end the
+		// stream cleanly for the client, but it does not count.
+		c.endStream(rc, doneEvent)
+		c.finish(status, false, incompleteReason(upErr))
+	default:
 		c.beforeCounted(status)
 		if !c.endStream(rc, doneEvent) {
 			c.finish(status, false, ReasonClientDisconnected)
 			return
 		}
 		c.finish(status, true, "")
-	default:
-		// [DONE] goes out first; the stream is then reassembled for the
-		// record, which the rollout's reconciliation waits for (the call
-		// stays in flight until finish).
-		delivered := c.endStream(rc, doneEvent)
-		reassemble()
-		switch {
-		case upErr || !acc.finished():
-			// The upstream ended without finishing every choice: the
-			// client's stream still ended cleanly, but it does not count.
-			c.finish(status, false, incompleteReason(upErr))
-		case !delivered:
-			c.finish(status, false, ReasonClientDisconnected)
-		default:
-			c.finish(status, true, "")
-		}
 	}
 }
 
