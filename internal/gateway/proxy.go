@@ -394,8 +394,8 @@ func streamErrorEvent(code, message string) []byte {
 var doneEvent = []byte("data: [DONE]\n\n")
 
 // stream relays a streamed answer event by event, flushing each as it
-// arrives (see relay), and reassembles it for the record once the
-// upstream's stream has ended, before [DONE] goes out. It counts when the
+// arrives (see relay), and reassembles it for the record in the gaps
+// between events and, for the rest, before [DONE] goes out. It counts when the
 // event carrying the last choice's finish_reason and then [DONE] were
 // delivered (SPEC §6.3).
 func (c *call) stream(resp *http.Response) {
@@ -414,11 +414,31 @@ func (c *call) stream(resp *http.Response) {
 		readErr  error
 		tooLarge bool
 		size     int
-		// events are the data of every event, reassembled once the
-		// upstream's stream has ended, so that no event waits for the
-		// parsing of the ones before it.
-		events [][]byte
+		acc      = &streamAcc{}
+		upErr    bool
+		// backlog holds the data of events relayed but not yet parsed
+		// into acc. It is parsed while no further event has arrived,
+		// one event at a time, so a burst is relayed without waiting for
+		// the parsing of its events, an event that arrives meanwhile waits
+		// for at most one parse, and little is left when the stream ends.
+		backlog [][]byte
 	)
+	add := func(ch *chunk, n int) {
+		if len(ch.Error) > 0 && !isNull(ch.Error) {
+			upErr = true
+		}
+		acc.add(ch, n)
+	}
+	catchUp := func(all bool) {
+		for len(backlog) > 0 && (all || !rd.eventReady()) {
+			var ch chunk
+			if json.Unmarshal(backlog[0], &ch) == nil {
+				add(&ch, len(backlog[0]))
+			}
+			backlog[0] = nil
+			backlog = backlog[1:]
+		}
+	}
 	// Each event is flushed unless the next one has already arrived whole:
 	// then both go out in one flush, microseconds later. No event waits
 	// for one that has not arrived, and a burst costs one write, not one
@@ -429,6 +449,7 @@ func (c *call) stream(resp *http.Response) {
 		}
 	}
 	for werr == nil {
+		catchUp(false)
 		raw, data, hasData, err := rd.next()
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
@@ -447,33 +468,33 @@ func (c *call) stream(resp *http.Response) {
 			tooLarge = true
 			break
 		}
-		events = append(events, data)
-		// An event goes out as it arrives, unless it is the usage chunk
-		// the client did not ask for, which is dropped.
-		if c.fwd.clientUsage || !mayBeUsageOnly(data) || !isUsageOnly(data) {
+		if c.fwd.clientUsage || !mayBeUsageOnly(data) {
 			relay(raw)
+			backlog = append(backlog, data)
+			continue
+		}
+		// Perhaps the usage chunk the client did not ask for, which is
+		// dropped: parsed at once (after the events before it) to tell.
+		catchUp(true)
+		var ch chunk
+		if json.Unmarshal(data, &ch) != nil {
+			relay(raw)
+			continue
+		}
+		add(&ch, len(data))
+		if len(ch.Choices) > 0 || len(ch.Usage) == 0 || isNull(ch.Usage) {
+			relay(raw) // not the usage chunk after all
 		}
 	}
 	if werr == nil && size == 0 && readErr == nil {
 		werr = rc.Flush() // an empty stream still gets its headers
 	}
-	rd.release()
 	c.ended = time.Now()
-	// Reassembled before the stream's last event goes out, so that the
-	// record is finished as soon as the client has its answer: the
+	// The rest is parsed before the stream's last event goes out, so that
+	// the record is finished as soon as the client has its answer: the
 	// client's next request must not overtake it in the rollout's sequence.
-	acc := &streamAcc{}
-	upErr := false
-	for _, data := range events {
-		var ch chunk
-		if json.Unmarshal(data, &ch) != nil {
-			continue
-		}
-		if len(ch.Error) > 0 && !isNull(ch.Error) {
-			upErr = true
-		}
-		acc.add(&ch, len(data))
-	}
+	catchUp(true)
+	rd.release()
 	c.response = acc.response()
 	c.rec.EmittedIDs = acc.emitted()
 	c.setUsage(acc.usage)
@@ -513,16 +534,6 @@ func incompleteReason(upErr bool) string {
 		return ReasonUpstreamError
 	}
 	return ReasonStreamIncomplete
-}
-
-// isUsageOnly reports whether an event's data is the usage chunk
-// include_usage adds: no choices and a usage object.
-func isUsageOnly(data []byte) bool {
-	var ch chunk
-	if json.Unmarshal(data, &ch) != nil {
-		return false
-	}
-	return len(ch.Choices) == 0 && len(ch.Usage) > 0 && !isNull(ch.Usage)
 }
 
 // mayBeUsageOnly reports whether an event's data may be the usage chunk
