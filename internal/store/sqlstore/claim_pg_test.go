@@ -291,3 +291,20 @@ func TestPostgresClaim_CancelledWhileWaitingLeasesNothing(t *testing.T) {
 		t.Fatalf("%d rollouts leased, want the first claim's 2", leased)
 	}
 }
+
+// TestPostgresClaim_LargeClaimTakesTheTransactionalPath: a claim for more rollouts
+// than one combined statement leases (the store's callers may ask for
+// more than the contract's 64) still leases them, on the transactional
+// path.
+func TestPostgresClaim_LargeClaimTakesTheTransactionalPath(t *testing.T) {
+	t.Parallel()
+	s, _ := openPostgresStore(t)
+	tenant, agent := storetest.SeedQueuedRollouts(t, s, 80)
+	res, err := s.Claim(t.Context(), store.ClaimRequest{TenantID: tenant, AgentID: agent, Max: 70, Lease: time.Minute, Secrets: freshSecrets(t, 70)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Rollouts) != 70 || !res.MoreQueued {
+		t.Fatalf("leased %d rollouts (more queued %v), want 70 and more", len(res.Rollouts), res.MoreQueued)
+	}
+}

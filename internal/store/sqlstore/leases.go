@@ -24,7 +24,7 @@ func (s *Store) Claim(ctx context.Context, c store.ClaimRequest) (store.ClaimRes
 	if c.Max < 1 || len(c.Secrets) < c.Max || c.Lease <= 0 {
 		return store.ClaimResult{}, errors.New("claim: need max ≥ 1, a positive lease and one secret set per rollout")
 	}
-	if s.d.OneStatementClaim && s.dbClock && c.IdempotencyKey == "" {
+	if s.d.OneStatementClaim && s.dbClock && c.IdempotencyKey == "" && c.Max <= maxCombinedRows {
 		return s.claimOneStatement(ctx, c)
 	}
 	var res store.ClaimResult
