@@ -81,17 +81,7 @@ func locate(raw []byte, locs [][]string) []span {
 	return l.out
 }
 
-func (l *locator) space(pos int) int {
-	for pos < len(l.data) {
-		switch l.data[pos] {
-		case ' ', '\t', '\n', '\r':
-			pos++
-		default:
-			return pos
-		}
-	}
-	return pos
-}
+func (l *locator) space(pos int) int { return jcs.NewWalker(l.data).Space(pos) }
 
 // value scans the value at pos (whose member key, if any, starts at start)
 // and returns the offset just past it. n is the trie node for this value, or

@@ -136,12 +136,11 @@ func writeSections(w io.Writer, cfg Config) error {
 	} else {
 		fmt.Fprintln(tw, "UPSTREAM\tBASE_URL\tAPI_KEY_ENV\tKEY\tTENANTS\tALLOW_PRIVATE")
 		for _, u := range upstreamViews(cfg.Upstreams) {
-			// A named variable that is unset fails validation before this.
-			env, key := u.APIKeyEnv, "set"
-			if env == "" {
-				env, key = "-", "none"
+			key := "none"
+			if u.KeySet {
+				key = "set"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%t\n", u.Name, u.BaseURL, env, key, strings.Join(u.Tenants, ","), u.AllowPrivate)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%t\n", u.Name, u.BaseURL, orDash(u.APIKeyEnv), key, strings.Join(u.Tenants, ","), u.AllowPrivate)
 		}
 	}
 	fmt.Fprintln(tw)

@@ -114,15 +114,11 @@ func run() error {
 		return fmt.Errorf("unknown -role %q", o.role)
 	}
 	if o.profile != "" && o.inprocess {
-		f, err := os.Create(o.profile)
+		stop, err := startProfile(o.profile)
 		if err != nil {
 			return err
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+		defer stop()
 	}
 	if o.rate < 1 || o.duration <= 0 || o.rollouts < 1 {
 		return errors.New("-rate, -duration and -rollouts must be positive")
@@ -256,19 +252,13 @@ type childDone struct {
 // serveChild is the child process: gyre in front of o.upstream, serving
 // until stdin closes.
 func serveChild(o options) error {
-	if _, set := os.LookupEnv("GOGC"); !set {
-		debug.SetGCPercent(400) // as gyre serve does
-	}
+	collectAsServeDoes()
 	if o.profile != "" {
-		f, err := os.Create(o.profile)
+		stop, err := startProfile(o.profile)
 		if err != nil {
 			return err
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+		defer stop()
 	}
 	g, err := startGyre(o.upstream, o)
 	if err != nil {
@@ -294,9 +284,7 @@ func serveChild(o options) error {
 // read, with GC as gyre serve runs it, serving until stdin closes. It
 // answers one pseudo-rollout whose llm_url is the proxy.
 func serveProxy(o options) error {
-	if _, set := os.LookupEnv("GOGC"); !set {
-		debug.SetGCPercent(400)
-	}
+	collectAsServeDoes()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConns: 4096, MaxIdleConnsPerHost: 4096, DisableCompression: true}}
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(r.Body)
@@ -345,6 +333,27 @@ func serveProxy(o options) error {
 	}
 	_, _ = io.Copy(io.Discard, os.Stdin)
 	return enc.Encode(childDone{CPUSeconds: cpuSeconds()})
+}
+
+// collectAsServeDoes sets garbage collection at 4× the live heap, as gyre
+// serve does, unless GOGC is set.
+func collectAsServeDoes() {
+	if _, set := os.LookupEnv("GOGC"); !set {
+		debug.SetGCPercent(400)
+	}
+}
+
+// startProfile writes a CPU profile to path until stop is called.
+func startProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 // child is gyre, or the baseline proxy, in a child process.

@@ -25,20 +25,8 @@ import (
 // 5,000 rollouts, until autovacuum analyzed the table).
 func TestPostgresClaimPlan_UsesTheClaimableIndexOnAFreshTable(t *testing.T) {
 	t.Parallel()
-	base := storetest.PostgresURL(t)
-	url := storetest.SearchPathURL(t, base, storetest.NewPostgresSchema(t, base))
-	s, err := pgstore.Open(t.Context(), pgstore.Config{URL: url, Migrate: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s, db := openPostgresStore(t)
 	tenant, agent := storetest.SeedQueuedRollouts(t, s, 5000)
-
-	db, err := sql.Open("pgx", url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
 	secret := [][]byte{make([]byte, 32)}
 	rows, err := db.QueryContext(t.Context(), "EXPLAIN "+sqlstore.PGClaimSQL(2), tenant, agent, []string{""}, []string{""}, []int64{60e6}, secret, secret, secret, 1)
 	if err != nil {
@@ -65,18 +53,7 @@ func TestPostgresClaimPlan_UsesTheClaimableIndexOnAFreshTable(t *testing.T) {
 // holding the batch's answer until that session ends.
 func TestPostgresCreateBatch_NeverWaitsLongToAnalyze(t *testing.T) {
 	t.Parallel()
-	base := storetest.PostgresURL(t)
-	url := storetest.SearchPathURL(t, base, storetest.NewPostgresSchema(t, base))
-	s, err := pgstore.Open(t.Context(), pgstore.Config{URL: url, Migrate: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	db, err := sql.Open("pgx", url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	s, db := openPostgresStore(t)
 	holder, err := db.BeginTx(t.Context(), nil)
 	if err != nil {
 		t.Fatal(err)
