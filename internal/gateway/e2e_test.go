@@ -322,6 +322,98 @@ func TestGateway_ToolCallsAcrossTurns(t *testing.T) {
 	})
 }
 
+// TestGateway_CallsAreNumberedInOrderOfArrival: a rollout's calls take
+// their sequence numbers in the order the requests arrived, not the order
+// they finished or were written, so a tool_call_id joins to the completion
+// that came before the request consuming it (SPEC §6.2). Here the first
+// request is a stream the upstream holds open while a second request
+// arrives, finishes and is written.
+func TestGateway_CallsAreNumberedInOrderOfArrival(t *testing.T) {
+	t.Parallel()
+	forEachEngine(t, func(t *testing.T, eng engine) {
+		h := newHarness(t, eng, harnessOpts{})
+		started, release := make(chan struct{}), make(chan struct{})
+		h.up.set(func(w http.ResponseWriter, r *http.Request, body []byte) {
+			switch {
+			case strings.Contains(string(body), "slow"):
+				startStream(w)
+				sse(w, chunkJSON(`{"role":"assistant","tool_calls":[{"index":0,"id":"call_a","type":"function","function":{"name":"slow_tool","arguments":"{}"}}]}`, ""))
+				close(started)
+				<-release
+				sse(w, chunkJSON(`{}`, "tool_calls"))
+				sse(w, "[DONE]")
+			case strings.Contains(string(body), "fast"):
+				answerToolCall(w, "call_b", "fast_tool", "{}")
+			default:
+				answerText(w, body, "done")
+			}
+		})
+		rr := h.rollout(`,"policy":"p1"`)
+		cl := h.client(rr)
+		slow := make(chan error, 1)
+		go func() {
+			stream := cl.Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{Model: "m",
+				Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("slow")}})
+			for stream.Next() {
+			}
+			slow <- stream.Err()
+		}()
+		select {
+		case <-started:
+		case err := <-slow:
+			t.Fatalf("the slow stream ended before the upstream held it: %v", err)
+		}
+		if _, err := cl.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{Model: "m",
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("fast")}}); err != nil {
+			close(release)
+			t.Fatal(err)
+		}
+		// The second call's record becomes durable while the first is
+		// still streaming.
+		for h.gw.Recorder().Pending() > 0 {
+			if err := h.gw.Recorder().Flush(context.Background()); err != nil {
+				close(release)
+				t.Fatal(err)
+			}
+		}
+		if n := len(h.calls(rr.RolloutID)); n != 1 {
+			close(release)
+			t.Fatalf("%d calls durable while the stream is held, want the fast one", n)
+		}
+		close(release)
+		if err := <-slow; err != nil {
+			t.Fatal(err)
+		}
+		_, err := cl.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{Model: "m",
+			Messages: []openai.ChatCompletionMessageParamUnion{
+				openai.UserMessage("finish"),
+				openai.ToolMessage(`{"ok":true}`, "call_a"),
+				openai.ToolMessage(`{"ok":true}`, "call_b"),
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.submit(rr, `{"final_text":"done","llm_call_count":3,
+			"tool_calls":[{"name":"slow_tool","outcome":"ok","status_code":200,"tool_call_id":"call_a"},
+			{"name":"fast_tool","outcome":"ok","status_code":200,"tool_call_id":"call_b"}]}`)
+		h.settle(rr.RolloutID)
+		v := h.view(rr.RolloutID)
+		calls := v.Gateway.Calls
+		if len(calls) != 3 || fmt.Sprint(calls[0].Emitted) != "[call_a]" || fmt.Sprint(calls[1].Emitted) != "[call_b]" ||
+			fmt.Sprint(calls[2].Consumed) != "[call_a call_b]" {
+			t.Fatalf("calls = %+v", calls)
+		}
+		for i, c := range calls {
+			if c.Seq != i+1 {
+				t.Errorf("call %d has seq %d", i, c.Seq)
+			}
+		}
+		if len(v.ToolCallJoins) != 2 || *v.ToolCallJoins[0].CompletionSeq != 1 || *v.ToolCallJoins[1].CompletionSeq != 2 {
+			t.Errorf("tool_call_joins = %+v", v.ToolCallJoins)
+		}
+	})
+}
+
 func TestGateway_UpstreamErrorsPassThroughNotCounted(t *testing.T) {
 	t.Parallel()
 	forEachEngine(t, func(t *testing.T, eng engine) {

@@ -53,7 +53,8 @@ func (g *Gateway) newCall(w http.ResponseWriter, r *http.Request, route string) 
 	if err != nil {
 		id = uuid.New()
 	}
-	c.rec.ID, c.rec.ReplicaID, c.rec.ReceivedAt = id.String(), g.rec.replicaID, g.clock.Now()
+	c.rec.ID, c.rec.ReplicaID = id.String(), g.rec.replicaID
+	c.rec.ReceivedAt, c.rec.Arrival = c.fl.received, c.fl.id
 	return c
 }
 

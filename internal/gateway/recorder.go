@@ -58,6 +58,7 @@ type Recorder struct {
 	mu        sync.Mutex
 	nextID    uint64
 	lastD     time.Time
+	received  time.Time // the latest arrival time handed out
 	inflight  map[uint64]*flight
 	pending   []*pendingRecord
 	inTransit []*pendingRecord
@@ -73,10 +74,14 @@ type Recorder struct {
 }
 
 type flight struct {
-	id      uint64
-	lb      time.Time
-	rollout string
-	cancel  context.CancelCauseFunc
+	// id counts arrivals on this replica; received is the arrival time,
+	// never earlier than an earlier arrival's even if the clock steps
+	// back. Together they number a rollout's calls in order of arrival.
+	id       uint64
+	received time.Time
+	lb       time.Time
+	rollout  string
+	cancel   context.CancelCauseFunc
 }
 
 type cachedAccess struct {
@@ -224,12 +229,18 @@ func (r *Recorder) full() bool {
 	return len(r.pending)+len(r.inTransit) >= r.cfg.MaxPending
 }
 
-// begin registers a request in flight before its credential is read.
+// begin registers a request in flight, with its place in the order of
+// arrival, before its credential is read.
 func (r *Recorder) begin(cancel context.CancelCauseFunc) *flight {
+	now := r.clock.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.nextID++
-	f := &flight{id: r.nextID, lb: r.lastD, cancel: cancel}
+	if now.Before(r.received) {
+		now = r.received
+	}
+	r.received = now
+	f := &flight{id: r.nextID, received: now, lb: r.lastD, cancel: cancel}
 	r.inflight[f.id] = f
 	return f
 }

@@ -87,8 +87,11 @@ type GatewayRecord struct {
 	Reason         *string
 	Stream         bool
 	ReceivedAt     time.Time
-	FirstByteAt    *time.Time
-	DoneAt         *time.Time
+	// Arrival is the replica's count of requests when this one arrived:
+	// it orders the replica's records received in the same microsecond.
+	Arrival     uint64
+	FirstByteAt *time.Time
+	DoneAt      *time.Time
 	// RequestBlob and ResponseBlob are blob keys, nil when not captured.
 	RequestBlob  *string
 	ResponseBlob *string
@@ -105,7 +108,9 @@ type GatewayRecord struct {
 }
 
 // GatewayCall is a stored record with its sequence number within its
-// rollout (1, 2, …; 0 for production traffic).
+// rollout: 1, 2, … in order of arrival (received time, then arrival count,
+// then order of writing), whatever order the records were written in; 0
+// for production traffic.
 type GatewayCall struct {
 	GatewayRecord
 	Seq int

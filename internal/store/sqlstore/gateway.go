@@ -345,9 +345,9 @@ func (s *Store) RecordGateway(ctx context.Context, f store.GatewayFlush) error {
 			}
 			if _, err := tx.ExecContext(ctx, `INSERT INTO gateway_calls (id, tenant_id, rollout_id, agent_id, seq, replica_id,
 				policy, requested_model, status, counted, reason, stream, received_us, first_byte_us, done_us, request_blob,
-				response_blob, usage, cost_usd, fingerprint, emitted_ids, consumed_ids, upstream, model, total_tokens)
+				response_blob, usage, cost_usd, fingerprint, emitted_ids, consumed_ids, upstream, model, total_tokens, arrival)
 				VALUES ($1, $2, $3, $4, `+seq+`, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21,
-				$22, $23, $24)
+				$22, $23, $24, $25)
 				ON CONFLICT (id) DO UPDATE SET status = excluded.status, counted = excluded.counted, reason = excluded.reason,
 				first_byte_us = excluded.first_byte_us, done_us = excluded.done_us,
 				request_blob = COALESCE(excluded.request_blob, gateway_calls.request_blob),
@@ -357,7 +357,7 @@ func (s *Store) RecordGateway(ctx context.Context, f store.GatewayFlush) error {
 				r.ID, r.TenantID, r.RolloutID, r.AgentID, r.ReplicaID, r.Policy, r.RequestedModel, r.Status, r.Counted,
 				r.Reason, r.Stream, store.Micros(r.ReceivedAt), microsPtr(r.FirstByteAt), microsPtr(r.DoneAt),
 				r.RequestBlob, r.ResponseBlob, e.usage, r.CostUSD, e.fp, e.emitted, e.consumed, r.Upstream, r.Model,
-				r.TotalTokens); err != nil {
+				r.TotalTokens, int64(r.Arrival)); err != nil {
 				return fmt.Errorf("insert gateway call: %w", err)
 			}
 		}
@@ -426,7 +426,7 @@ func (s *Store) StopReplica(ctx context.Context, replicaID string, drained bool)
 
 const gatewayCallCols = `id, tenant_id, rollout_id, agent_id, seq, replica_id, policy, upstream, model, requested_model,
 	status, counted, reason, stream, received_us, first_byte_us, done_us, request_blob, response_blob, usage,
-	total_tokens, cost_usd, fingerprint, emitted_ids, consumed_ids`
+	total_tokens, cost_usd, fingerprint, emitted_ids, consumed_ids, arrival`
 
 func scanGatewayCall(row scanner) (store.GatewayCall, error) {
 	var (
@@ -437,13 +437,15 @@ func scanGatewayCall(row scanner) (store.GatewayCall, error) {
 		emitted, consumed string
 		tokens            sql.NullInt64
 		cost              sql.NullFloat64
+		arrival           int64
 	)
 	if err := row.Scan(&c.ID, &c.TenantID, &c.RolloutID, &c.AgentID, &c.Seq, &c.ReplicaID, &c.Policy, &c.Upstream,
 		&c.Model, &c.RequestedModel, &c.Status, &c.Counted, &c.Reason, &c.Stream, &received, &firstByte, &done,
-		&c.RequestBlob, &c.ResponseBlob, &usage, &tokens, &cost, &fp, &emitted, &consumed); err != nil {
+		&c.RequestBlob, &c.ResponseBlob, &usage, &tokens, &cost, &fp, &emitted, &consumed, &arrival); err != nil {
 		return store.GatewayCall{}, err
 	}
 	c.ReceivedAt, c.FirstByteAt, c.DoneAt = store.FromMicros(received), timePtr(firstByte), timePtr(done)
+	c.Arrival = uint64(arrival)
 	if usage.Valid {
 		c.Usage = json.RawMessage(usage.String)
 	}
@@ -465,10 +467,12 @@ func scanGatewayCall(row scanner) (store.GatewayCall, error) {
 	return c, nil
 }
 
-// GatewayCalls returns the rollout's records in sequence order.
+// GatewayCalls returns the rollout's records in order of arrival, numbered
+// 1, 2, … in that order. The stored seq is the order of writing, which a
+// call finishing after a later one would get wrong; it only breaks ties.
 func (s *Store) GatewayCalls(ctx context.Context, tenantID, rolloutID string) ([]store.GatewayCall, error) {
 	rows, err := s.reader.QueryContext(ctx, `SELECT `+gatewayCallCols+` FROM gateway_calls
-		WHERE tenant_id = $1 AND rollout_id = $2 ORDER BY seq`, tenantID, rolloutID)
+		WHERE tenant_id = $1 AND rollout_id = $2 ORDER BY received_us, arrival, seq`, tenantID, rolloutID)
 	if err != nil {
 		return nil, fmt.Errorf("gateway calls: %w", err)
 	}
@@ -479,6 +483,7 @@ func (s *Store) GatewayCalls(ctx context.Context, tenantID, rolloutID string) ([
 		if err != nil {
 			return nil, fmt.Errorf("gateway calls: %w", err)
 		}
+		c.Seq = len(out) + 1
 		out = append(out, c)
 	}
 	return out, rows.Err()

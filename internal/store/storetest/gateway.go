@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ func runGateway(t *testing.T, open Opener) {
 	t.Run("GatewayAccess", func(t *testing.T) { t.Parallel(); testGatewayAccess(t, open) })
 	t.Run("TouchGateway", func(t *testing.T) { t.Parallel(); testTouchGateway(t, open) })
 	t.Run("RecordGateway", func(t *testing.T) { t.Parallel(); testRecordGateway(t, open) })
+	t.Run("GatewayCallsInOrderOfArrival", func(t *testing.T) { t.Parallel(); testGatewayCallsInOrderOfArrival(t, open) })
 	t.Run("GatewayLeaseExtension", func(t *testing.T) { t.Parallel(); testGatewayLeaseExtension(t, open) })
 	t.Run("SealGateway", func(t *testing.T) { t.Parallel(); testSealGateway(t, open) })
 	t.Run("FinishReconciliation", func(t *testing.T) { t.Parallel(); testFinishReconciliation(t, open) })
@@ -216,6 +218,56 @@ func testRecordGateway(t *testing.T, open Opener) {
 	in, err := f.s.GradingInput(ctx, r.ID)
 	if err != nil || in.Completions != 2 || in.Recorded != 2 {
 		t.Errorf("GradingInput counts %d/%d %v", in.Completions, in.Recorded, err)
+	}
+}
+
+// testGatewayCallsInOrderOfArrival: a rollout's calls are numbered by
+// arrival (received time, then the replica's arrival count, then order of
+// writing), not by when their records were written (SPEC §6.2: a
+// tool_call_id joins to the latest completion *before* the request that
+// consumed it).
+func testGatewayCallsInOrderOfArrival(t *testing.T, open Opener) {
+	f := newRolloutFixture(t, open, 1)
+	ctx := t.Context()
+	f.batch(t, store.NewBatch{})
+	r, _ := f.claimOne(t, "order")
+	rec := func(n int, received time.Time, arrival uint64) store.GatewayRecord {
+		g := gwRecord(fmt.Sprintf("0190b7a0-0000-7000-8000-%012d", n), f.tenant.ID, r.ID, true)
+		g.ReceivedAt, g.Arrival = us(received), arrival
+		return g
+	}
+	same := Start.Add(time.Second)
+	// Written in the order a flush would see them finish: the call that
+	// arrived first (a long stream) is written last.
+	writes := [][]store.GatewayRecord{
+		{rec(4, same, 9)},                        // 4th: same microsecond as the 3rd, later arrival
+		{rec(2, Start.Add(time.Millisecond), 2)}, // 2nd
+		{rec(5, Start.Add(2*time.Second), 1)},    // 5th: a later time beats a smaller arrival count (another replica)
+		{rec(3, same, 8), rec(1, Start, 1)},      // 3rd and 1st
+	}
+	for _, w := range writes {
+		if err := f.s.RecordGateway(ctx, store.GatewayFlush{ReplicaID: "replica-a", Records: w}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	calls, err := f.s.GatewayCalls(ctx, f.tenant.ID, r.ID)
+	if err != nil || len(calls) != 5 {
+		t.Fatalf("GatewayCalls = %d calls, %v", len(calls), err)
+	}
+	for i, c := range calls {
+		if want := fmt.Sprintf("0190b7a0-0000-7000-8000-%012d", i+1); c.ID != want || c.Seq != i+1 {
+			t.Errorf("call %d = %s seq %d, want %s seq %d", i, c.ID, c.Seq, want, i+1)
+		}
+	}
+	// Writing a record again (its final form) keeps its place.
+	final := rec(2, Start.Add(time.Millisecond), 2)
+	final.Status = 201
+	if err := f.s.RecordGateway(ctx, store.GatewayFlush{ReplicaID: "replica-a", Records: []store.GatewayRecord{final}}); err != nil {
+		t.Fatal(err)
+	}
+	calls, _ = f.s.GatewayCalls(ctx, f.tenant.ID, r.ID)
+	if len(calls) != 5 || calls[1].ID != final.ID || calls[1].Seq != 2 || calls[1].Status != 201 || calls[1].Arrival != 2 {
+		t.Errorf("after rewriting the 2nd: %+v", calls[1])
 	}
 }
 
