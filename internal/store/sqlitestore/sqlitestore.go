@@ -98,7 +98,8 @@ func Dialect() sqlstore.Dialect {
 			WHERE type = 'table' AND name = 'goose_db_version')`,
 		IsUniqueViolation: isUniqueViolation,
 		// One writer connection: concurrent writes share commits.
-		GroupCommit: true,
+		GroupCommit:    true,
+		InProcessReads: true,
 		// Nothing to retry: IMMEDIATE transactions on one writer connection
 		// cannot deadlock or lose a snapshot, and lock waits happen inside
 		// busy_timeout.

@@ -50,6 +50,12 @@ type Dialect struct {
 	// transaction with one commit (see groupWriter). For engines with a
 	// single writer connection, where every commit waits for the previous.
 	GroupCommit bool
+	// InProcessReads means a read is a call into the process, never a wait
+	// on a peer (SQLite in WAL mode: readers take no locks). The hottest
+	// point reads then run without the caller's cancellation: for a
+	// cancellable context database/sql and the driver each start a
+	// goroutine per query to watch it, which costs more than the read.
+	InProcessReads bool
 	// IsUniqueViolation reports whether err is a unique-constraint violation.
 	IsUniqueViolation func(err error) bool
 	// IsRetryable reports whether a write transaction failed only because

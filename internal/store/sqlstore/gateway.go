@@ -149,6 +149,16 @@ func (s *Store) AgentPolicy(ctx context.Context, tenantID, agentID string) (*str
 	return &p.String, nil
 }
 
+// pointRead is the context for a point read on the request path: where
+// reads are in-process, one that is never cancelled (see
+// Dialect.InProcessReads); elsewhere ctx, so a stuck peer is let go.
+func (s *Store) pointRead(ctx context.Context) context.Context {
+	if s.d.InProcessReads {
+		return context.WithoutCancel(ctx)
+	}
+	return ctx
+}
+
 // nowSQL is the lease clock as a column expression: the database's clock
 // when the store uses it, else the bound parameter $n.
 func (s *Store) nowSQL(n int) string {
@@ -177,7 +187,7 @@ func (s *Store) GatewayAccess(ctx context.Context, tokenHash [32]byte) (store.Ga
 		deadline, revoked, expires sql.NullInt64
 		now                        int64
 	)
-	err := s.reader.QueryRowContext(ctx, `SELECT r.id, r.tenant_id, r.agent_id, r.batch_id, b.policy, b.limits,
+	err := s.reader.QueryRowContext(s.pointRead(ctx), `SELECT r.id, r.tenant_id, r.agent_id, r.batch_id, b.policy, b.limits,
 		r.gw_key_hash, r.state, r.deadline_us, r.gw_revoked_us, r.lease_expires_us, a.promoted_policy, `+s.nowSQL(2)+`
 		FROM rollouts r JOIN batches b ON b.id = r.batch_id
 		LEFT JOIN agents a ON a.tenant_id = r.tenant_id AND a.agent_id = r.agent_id

@@ -69,7 +69,7 @@ func (s *Store) insertKey(ctx context.Context, tx *sql.Tx, k store.NewKey) (gyre
 // KeyByHash finds a live (unrevoked) key by the SHA-256 of its secret;
 // store.ErrNotFound for unknown or revoked keys.
 func (s *Store) KeyByHash(ctx context.Context, hash [32]byte) (gyre.APIKey, error) {
-	row := s.reader.QueryRowContext(ctx,
+	row := s.reader.QueryRowContext(s.pointRead(ctx),
 		`SELECT `+keyColumns+` FROM api_keys WHERE key_hash = $1 AND revoked_us IS NULL`,
 		hash[:])
 	k, err := scanKey(row)
