@@ -322,6 +322,68 @@ func TestGateway_ToolCallsAcrossTurns(t *testing.T) {
 	})
 }
 
+// TestGateway_StreamsThatDoNotCount: a stream whose upstream never
+// finished every choice, or sent an error event, still ends cleanly for
+// the client with one [DONE], but does not count (SPEC §6.3), and one
+// that finished without [DONE] does. Each is tried as the rollout's first
+// completion (parsed before [DONE], which must follow a durable count) and
+// as a later one ([DONE] first, parsed after).
+func TestGateway_StreamsThatDoNotCount(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name    string
+		events  []string
+		counted bool
+		reason  string
+	}{
+		{"no finish_reason", []string{chunkJSON(`{"role":"assistant","content":"half"}`, ""), "[DONE]"}, false, gateway.ReasonStreamIncomplete},
+		{"error event", []string{chunkJSON(`{"role":"assistant","content":"a"}`, ""),
+			`{"error":{"message":"overloaded","type":"server_error"}}`, chunkJSON(`{}`, "stop"), "[DONE]"}, false, gateway.ReasonUpstreamError},
+		{"finished without [DONE]", []string{chunkJSON(`{"role":"assistant","content":"a"}`, ""), chunkJSON(`{}`, "stop")}, true, ""},
+		{"finished", []string{chunkJSON(`{"role":"assistant","content":"a"}`, ""), chunkJSON(`{}`, "stop"), "[DONE]"}, true, ""},
+	}
+	for _, tc := range cases {
+		for _, later := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/later=%v", tc.name, later), func(t *testing.T) {
+				t.Parallel()
+				h := newHarness(t, sqliteEngine, harnessOpts{})
+				rr := h.rollout(`,"policy":"p1"`)
+				path := "/gw/" + gatewayToken(rr) + "/v1/chat/completions"
+				body := []byte(`{"model":"m","stream":true,"messages":[{"role":"user","content":"x"}]}`)
+				if later {
+					h.up.set(func(w http.ResponseWriter, r *http.Request, body []byte) { streamText(w, body, []string{"ok"}, false) })
+					if r := h.do(http.MethodPost, path, rr.APIKey, body); r.status != 200 {
+						t.Fatalf("first completion: %d %s", r.status, r.body)
+					}
+				}
+				h.up.set(func(w http.ResponseWriter, r *http.Request, body []byte) {
+					startStream(w)
+					for _, e := range tc.events {
+						sse(w, e)
+					}
+				})
+				r := h.do(http.MethodPost, path, rr.APIKey, body)
+				if r.status != 200 || !strings.HasSuffix(string(r.body), "data: [DONE]\n\n") || strings.Count(string(r.body), "[DONE]") != 1 {
+					t.Fatalf("status %d body %q", r.status, r.body)
+				}
+				h.flush()
+				calls := h.calls(rr.RolloutID)
+				c := calls[len(calls)-1]
+				var wantReason any
+				if tc.reason != "" {
+					wantReason = tc.reason
+				}
+				if c.Counted != tc.counted || deref(c.Reason) != wantReason {
+					t.Errorf("counted %v reason %v, want %v %q", c.Counted, deref(c.Reason), tc.counted, tc.reason)
+				}
+				if want := map[bool]int{false: 0, true: 1}[later]; len(calls) != want+1 {
+					t.Errorf("%d calls recorded, want %d", len(calls), want+1)
+				}
+			})
+		}
+	}
+}
+
 // TestGateway_CallsAreNumberedInOrderOfArrival: a rollout's calls take
 // their sequence numbers in the order the requests arrived, not the order
 // they finished or were written, so a tool_call_id joins to the completion

@@ -396,8 +396,8 @@ var doneEvent = []byte("data: [DONE]\n\n")
 
 // stream relays a streamed answer event by event, flushing each as it
 // arrives (see relay), and reassembles it for the record in the gaps
-// between events and, for the rest, before [DONE] goes out. It counts when the
-// event carrying the last choice's finish_reason and then [DONE] were
+// between events and, for the rest, after [DONE] went out. It counts when
+// the event carrying the last choice's finish_reason and then [DONE] were
 // delivered (SPEC §6.3).
 func (c *call) stream(resp *http.Response) {
 	h := c.w.Header()
@@ -417,26 +417,29 @@ func (c *call) stream(resp *http.Response) {
 		size     int
 		acc      = &streamAcc{}
 		upErr    bool
-		// backlog holds the data of events relayed but not yet parsed
-		// into acc. It is parsed while no further event has arrived,
-		// one event at a time, so a burst is relayed without waiting for
-		// the parsing of its events, an event that arrives meanwhile waits
-		// for at most one parse, and little is left when the stream ends.
-		backlog [][]byte
+		// backlog holds the events relayed but not yet added to acc. It
+		// is parsed while no further event has arrived, one event at a
+		// time, so a burst is relayed without waiting for the parsing of
+		// its events, an event that arrives meanwhile waits for at most
+		// one parse, and little is left when the stream ends.
+		backlog []backlogEvent
 	)
-	add := func(ch *chunk, n int) {
-		if len(ch.Error) > 0 && !isNull(ch.Error) {
-			upErr = true
-		}
-		acc.add(ch, n)
-	}
 	catchUp := func(all bool) {
 		for len(backlog) > 0 && (all || !rd.eventReady()) {
-			var ch chunk
-			if json.Unmarshal(backlog[0], &ch) == nil {
-				add(&ch, len(backlog[0]))
+			e := backlog[0]
+			if e.ch == nil {
+				var ch chunk
+				if json.Unmarshal(e.data, &ch) == nil {
+					e.ch = &ch
+				}
 			}
-			backlog[0] = nil
+			if e.ch != nil {
+				if len(e.ch.Error) > 0 && !isNull(e.ch.Error) {
+					upErr = true
+				}
+				acc.add(e.ch, len(e.data))
+			}
+			backlog[0] = backlogEvent{}
 			backlog = backlog[1:]
 		}
 	}
@@ -471,36 +474,47 @@ func (c *call) stream(resp *http.Response) {
 		}
 		if c.fwd.clientUsage || !mayBeUsageOnly(data) {
 			relay(raw)
-			backlog = append(backlog, data)
+			backlog = append(backlog, backlogEvent{data: data})
 			continue
 		}
 		// Perhaps the usage chunk the client did not ask for, which is
-		// dropped: parsed at once (after the events before it) to tell.
-		catchUp(true)
+		// dropped: parsed at once to tell, added in its turn.
 		var ch chunk
 		if json.Unmarshal(data, &ch) != nil {
 			relay(raw)
+			backlog = append(backlog, backlogEvent{data: data})
 			continue
 		}
-		add(&ch, len(data))
 		if len(ch.Choices) > 0 || len(ch.Usage) == 0 || isNull(ch.Usage) {
 			relay(raw) // not the usage chunk after all
 		}
+		backlog = append(backlog, backlogEvent{data: data, ch: &ch})
 	}
 	if werr == nil && size == 0 && readErr == nil {
 		werr = rc.Flush() // an empty stream still gets its headers
 	}
 	c.ended = time.Now()
-	// The rest is parsed before the stream's last event goes out, so that
-	// the record is finished as soon as the client has its answer: the
-	// client's next request must not overtake it in the rollout's sequence.
+	reason := c.gone()
+	ok := reason == "" && werr == nil && !tooLarge && readErr == nil
+	// A stream that may count ends with [DONE] whether or not every choice
+	// finished (a stream the upstream left unfinished still ends cleanly
+	// for the client), so [DONE] goes out before the rest is parsed, which
+	// only decides whether it counts. The exception is the rollout's first
+	// completion on this replica: it must be durable before the answer is
+	// complete (beforeCounted), so it is parsed first.
+	var delivered bool
+	early := ok && (c.rec.RolloutID == nil || !c.g.rec.needsDurableCount(*c.rec.RolloutID))
+	if early {
+		delivered = c.endStream(rc, doneEvent)
+	}
 	catchUp(true)
 	rd.release()
 	c.response = acc.response()
 	c.rec.EmittedIDs = acc.emitted()
 	c.setUsage(acc.usage)
 	status := resp.StatusCode
-	switch reason := c.gone(); {
+	complete := !upErr && acc.finished()
+	switch {
 	case reason == ReasonRevoked:
 		_, _ = c.w.Write(streamErrorEvent(CodeCredentialExpired, "This rollout's credential was revoked; the stream was cut."))
 		_ = rc.Flush()
@@ -513,11 +527,17 @@ func (c *call) stream(resp *http.Response) {
 	case readErr != nil:
 		c.endStream(rc, streamErrorEvent(CodeUpstreamError, "The upstream's stream broke off."))
 		c.finish(status, false, ReasonUpstreamBroken)
-	case upErr || !acc.finished():
-		// The upstream ended without finishing every choice: end the
-		// stream cleanly for the client, but it does not count.
-		c.endStream(rc, doneEvent)
+	case early && !delivered:
+		c.finish(status, false, ReasonClientDisconnected)
+	case !complete:
+		// The upstream ended without finishing every choice: the stream
+		// ended cleanly for the client, but it does not count.
+		if !early {
+			c.endStream(rc, doneEvent)
+		}
 		c.finish(status, false, incompleteReason(upErr))
+	case early:
+		c.finish(status, true, "")
 	default:
 		c.beforeCounted(status)
 		if !c.endStream(rc, doneEvent) {
@@ -526,6 +546,12 @@ func (c *call) stream(resp *http.Response) {
 		}
 		c.finish(status, true, "")
 	}
+}
+
+// backlogEvent is a relayed event's data, with its chunk once parsed.
+type backlogEvent struct {
+	data []byte
+	ch   *chunk
 }
 
 // incompleteReason is why a stream that ended without every choice
