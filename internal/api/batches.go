@@ -260,6 +260,7 @@ func (s *Server) cancelBatch(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	n, err := s.store.CancelBatch(r.Context(), p.TenantID, id)
+	s.forgetCredentials()
 	if err != nil {
 		return err
 	}

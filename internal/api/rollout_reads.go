@@ -269,6 +269,7 @@ func (s *Server) cancelRollout(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	ro, err := svc.CancelRollout(r.Context(), p.TenantID, id)
+	s.forgetCredentials(id)
 	if err != nil {
 		return err
 	}

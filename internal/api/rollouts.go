@@ -179,11 +179,29 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := svc.Release(r.Context(), p.TenantID, id, leaseToken(r)); err != nil {
+	err = svc.Release(r.Context(), p.TenantID, id, leaseToken(r))
+	s.forgetCredentials(id)
+	if err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"rollout_id": id, "state": string(gyre.StateReleased)})
 	return nil
+}
+
+// forgetCredentials drops the gateway's cached credentials of the rollout
+// (all of them without ids) after a request that may have revoked them,
+// so their next use reads the revocation (gateway.Config.GrantCacheTTL).
+func (s *Server) forgetCredentials(rolloutIDs ...string) {
+	if s.gateway == nil {
+		return
+	}
+	if len(rolloutIDs) == 0 {
+		s.gateway.Recorder().ForgetAll()
+		return
+	}
+	for _, id := range rolloutIDs {
+		s.gateway.Recorder().Forget(id)
+	}
 }
 
 // output is POST /rollouts/{rollout_id}/output.
@@ -201,6 +219,7 @@ func (s *Server) output(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	res, err := svc.SubmitOutput(r.Context(), p.TenantID, id, leaseToken(r), b)
+	s.forgetCredentials(id)
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ const (
 	DefaultFlushInterval         = 200 * time.Millisecond
 	DefaultReplicaTTL            = 10 * time.Second
 	DefaultRevokeCheckEvery      = 500 * time.Millisecond
+	DefaultGrantCacheTTL         = 250 * time.Millisecond
 	DefaultMaxPending            = 100_000
 	DefaultFlushBatch            = 32
 	DefaultResponseHeaderTimeout = 10 * time.Minute
@@ -72,13 +73,15 @@ type Config struct {
 	// RevokeCheckEvery is how often the state of rollouts with requests
 	// in flight is re-read (default 500 ms).
 	RevokeCheckEvery time.Duration
-	// GrantCacheTTL, when positive, lets one credential read admit further
-	// requests for that long without another read, trading database reads
-	// for a revocation that reaches new requests up to GrantCacheTTL late
-	// on every replica. Zero (the default) reads the credential on every
-	// request, so a rollout's credential stops working at once after its
-	// output is accepted. RevokeCheckEvery + GrantCacheTTL must stay under
-	// a second (SPEC §6.1).
+	// GrantCacheTTL lets one credential read admit further requests of
+	// the rollout for that long without another read (default 250 ms;
+	// negative: read on every request). A revocation made through this
+	// process (output accepted, rollout or batch cancelled) empties the
+	// cache at once; one made elsewhere (another replica, the watchdog)
+	// reaches it at the next revocation check, and new requests at most
+	// GrantCacheTTL after it. RevokeCheckEvery + GrantCacheTTL must stay
+	// under a second (SPEC §6.1). Rollouts with limits are always read
+	// fresh, since budgets need current totals.
 	GrantCacheTTL time.Duration
 	// FlushBatch starts a flush as soon as this many records wait, before
 	// FlushInterval is up (default 32). Small, frequent flushes keep each
@@ -106,6 +109,7 @@ func (c Config) WithDefaults() Config {
 	def(&c.FlushInterval, DefaultFlushInterval)
 	def(&c.ReplicaTTL, DefaultReplicaTTL)
 	def(&c.RevokeCheckEvery, DefaultRevokeCheckEvery)
+	def(&c.GrantCacheTTL, DefaultGrantCacheTTL)
 	def(&c.ResponseHeaderTimeout, DefaultResponseHeaderTimeout)
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
@@ -161,13 +165,13 @@ func (c Config) Validate() error {
 	}
 	for name, d := range map[string]time.Duration{
 		"flush interval": c.FlushInterval, "replica TTL": c.ReplicaTTL, "revocation check period": c.RevokeCheckEvery,
-		"credential cache TTL": c.GrantCacheTTL, "upstream response header timeout": c.ResponseHeaderTimeout,
+		"upstream response header timeout": c.ResponseHeaderTimeout,
 	} {
 		if d < 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, not %s", name, d))
 		}
 	}
-	if c.RevokeCheckEvery+c.GrantCacheTTL >= time.Second {
+	if c.RevokeCheckEvery+max(c.GrantCacheTTL, 0) >= time.Second {
 		errs = append(errs, errors.New("revocation check period + credential cache TTL must stay under 1s (SPEC §6.1)"))
 	}
 	if c.ReplicaTTL > 0 && c.ReplicaTTL <= 2*c.FlushInterval {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -348,8 +349,10 @@ func TestReplicas_RevocationAndReconciliationAcrossReplicas(t *testing.T) {
 	t.Parallel()
 	forEachEngine(t, func(t *testing.T, eng engine) {
 		h := newHarness(t, eng, harnessOpts{})
-		// Replica B: its own gateway (never flushing on its own) and server.
-		gwB, err := gateway.New(gateway.Config{NoFlush: true, ReplicaID: "b",
+		// Replica B: its own gateway (never flushing on its own) and server,
+		// with a credential cache short enough to wait out.
+		const cacheB = 20 * time.Millisecond
+		gwB, err := gateway.New(gateway.Config{NoFlush: true, ReplicaID: "b", GrantCacheTTL: cacheB,
 			Upstreams: []gateway.Upstream{{Name: "stub", BaseURL: h.up.ts.URL + "/v1", AllowPrivate: true}}},
 			gateway.Deps{Store: h.st, Blobs: h.blobs, Clock: tickClock{h.clk}})
 		if err != nil {
@@ -385,6 +388,10 @@ func TestReplicas_RevocationAndReconciliationAcrossReplicas(t *testing.T) {
 		if done, err := h.svc.Grader().ReconcileRollout(ctx, rr.RolloutID); err != nil || done {
 			t.Fatalf("reconciled before replica B flushed: %v %v", done, err)
 		}
+		// B's cached credential could admit a request read before the
+		// seal, so B's flush gets past the seal only once it has lapsed
+		// (TestRecorder_WatermarkWaitsForCachedCredentials).
+		time.Sleep(cacheB + 5*time.Millisecond)
 		if err := gwB.Recorder().Flush(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -415,5 +422,13 @@ func TestReplicas_RevocationAndReconciliationAcrossReplicas(t *testing.T) {
 			t.Fatalf("stream on replica B after cancellation through A: %v", err)
 		}
 		<-cancelled
+		// The check that cut the stream also dropped B's cached credential:
+		// a new request on B is refused.
+		_, err = onB(rr2).Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "m",
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("again")}})
+		var apiErr *openai.Error
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusUnauthorized || apiErr.Code != gateway.CodeCredentialExpired {
+			t.Fatalf("new request on replica B after cancellation through A: %v", err)
+		}
 	})
 }

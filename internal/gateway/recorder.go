@@ -63,7 +63,10 @@ type Recorder struct {
 	pending   []*pendingRecord
 	inTransit []*pendingRecord
 	cache     map[[32]byte]*cachedAccess
-	rollouts  map[string]*rolloutState
+	// forgets counts calls of Forget: a credential read that overlapped
+	// one is not cached, since it may predate the revocation.
+	forgets  uint64
+	rollouts map[string]*rolloutState
 
 	flushMu sync.Mutex // one flush at a time
 	known   knownBlobs
@@ -87,6 +90,10 @@ type flight struct {
 type cachedAccess struct {
 	access  store.GatewayAccess
 	expires time.Time // wall-clock monotonic reading
+	// readAt is the gateway clock's reading when access was read: the
+	// lease clock then was access.Now, so a lease or deadline reached
+	// since is seen without another read.
+	readAt time.Time
 }
 
 type rolloutState struct {
@@ -301,20 +308,50 @@ func (r *Recorder) access(ctx context.Context, h [32]byte) (store.GatewayAccess,
 	r.mu.Lock()
 	if e, ok := r.cache[h]; ok && time.Now().Before(e.expires) {
 		a := e.access
-		r.mu.Unlock()
-		return a, nil
+		a.Now = a.Now.Add(r.clock.Now().Sub(e.readAt))
+		if a.Usable() {
+			r.mu.Unlock()
+			return a, nil
+		}
+		delete(r.cache, h)
 	}
+	forgets := r.forgets
 	r.mu.Unlock()
+	readAt := r.clock.Now()
 	a, err := r.st.GatewayAccess(ctx, h)
 	if err != nil {
 		return a, err
 	}
 	if r.cfg.GrantCacheTTL > 0 && len(a.Limits) == 0 && a.Usable() {
 		r.mu.Lock()
-		r.cache[h] = &cachedAccess{access: a, expires: time.Now().Add(r.cfg.GrantCacheTTL)}
+		if r.forgets == forgets {
+			r.cache[h] = &cachedAccess{access: a, expires: time.Now().Add(r.cfg.GrantCacheTTL), readAt: readAt}
+		}
 		r.mu.Unlock()
 	}
 	return a, nil
+}
+
+// Forget drops the cached credential of a rollout whose token this
+// process has just revoked, so its next request reads the revocation.
+func (r *Recorder) Forget(rolloutID string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.forgets++
+	for h, e := range r.cache {
+		if e.access.RolloutID == rolloutID {
+			delete(r.cache, h)
+		}
+	}
+}
+
+// ForgetAll drops every cached credential, after a revocation of many
+// rollouts (a batch cancelled).
+func (r *Recorder) ForgetAll() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.forgets++
+	clear(r.cache)
 }
 
 // touch durably records, once per rollout and replica, that this replica

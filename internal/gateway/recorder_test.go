@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gyrehq/gyre"
 	"github.com/gyrehq/gyre/internal/clock"
 	"github.com/gyrehq/gyre/internal/store"
 )
@@ -200,5 +201,157 @@ func TestRecorder_BodiesThatCannotBeStored(t *testing.T) {
 	last := st.flushes[len(st.flushes)-1]
 	if r.Pending() != 0 || len(last.Records) != 1 || last.Records[0].ResponseBlob != nil {
 		t.Fatalf("pending %d, last flush %+v", r.Pending(), last.Records)
+	}
+}
+
+// accessStore is a fakeStore that answers credential reads and counts
+// them; during runs inside each read (to race a revocation with it).
+type accessStore struct {
+	*fakeStore
+	access store.GatewayAccess
+	reads  int
+	during func()
+}
+
+func (s *accessStore) GatewayAccess(context.Context, [32]byte) (store.GatewayAccess, error) {
+	s.mu.Lock()
+	s.reads++
+	a, during := s.access, s.during
+	s.during = nil
+	s.mu.Unlock()
+	if during != nil {
+		during()
+	}
+	return a, nil
+}
+
+func (s *accessStore) setAccess(f func(a *store.GatewayAccess)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f(&s.access)
+}
+
+// testAccess is a usable credential of rollout r1 read at now.
+func testAccess(now, lease time.Time) store.GatewayAccess {
+	return store.GatewayAccess{GatewayGrant: store.GatewayGrant{RolloutID: "r1", State: gyre.StateLeased, Deadline: now.Add(time.Hour)},
+		Now: now, LeaseExpires: &lease}
+}
+
+// TestRecorder_CredentialCache: one read admits further requests of the
+// rollout for GrantCacheTTL, except that anything that ends the
+// credential is seen without waiting for the TTL: a revocation through
+// this process (Forget, ForgetAll), one elsewhere (the revocation check),
+// a lease or deadline reached since the read; a read that overlapped a
+// Forget is not kept; rollouts with limits are read every time.
+func TestRecorder_CredentialCache(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		// between runs after the first read; wantReads is the reads after
+		// the second access.
+		between    func(t *testing.T, r *Recorder, st *accessStore, clk *clock.Fake)
+		wantReads  int
+		wantUsable bool
+	}{
+		{"cached", func(*testing.T, *Recorder, *accessStore, *clock.Fake) {}, 1, true},
+		{"forgotten", func(_ *testing.T, r *Recorder, st *accessStore, _ *clock.Fake) {
+			st.setAccess(func(a *store.GatewayAccess) { a.Revoked = true })
+			r.Forget("r1")
+		}, 2, false},
+		{"another rollout forgotten", func(_ *testing.T, r *Recorder, _ *accessStore, _ *clock.Fake) { r.Forget("r2") }, 1, true},
+		{"all forgotten", func(_ *testing.T, r *Recorder, _ *accessStore, _ *clock.Fake) { r.ForgetAll() }, 2, true},
+		{"revoked elsewhere", func(t *testing.T, r *Recorder, st *accessStore, _ *clock.Fake) {
+			st.setAccess(func(a *store.GatewayAccess) { a.Revoked = true })
+			r.watchOnce(t.Context()) // st.live["r1"] is false
+		}, 2, false},
+		{"still live elsewhere", func(t *testing.T, r *Recorder, st *accessStore, _ *clock.Fake) {
+			st.mu.Lock()
+			st.live["r1"] = true
+			st.mu.Unlock()
+			r.watchOnce(t.Context())
+		}, 1, true},
+		{"lease expired since", func(_ *testing.T, _ *Recorder, st *accessStore, clk *clock.Fake) {
+			clk.Advance(2 * time.Minute)
+			st.setAccess(func(a *store.GatewayAccess) { a.Now = clk.Now() })
+		}, 2, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			clk := clock.NewFake(time.Unix(1_900_000_000, 0))
+			lease := clk.Now().Add(time.Minute)
+			st := &accessStore{fakeStore: &fakeStore{now: clk.Now(), live: map[string]bool{}}, access: testAccess(clk.Now(), lease)}
+			cfg := Config{GrantCacheTTL: time.Hour}.WithDefaults()
+			r := newRecorder(st, nil, clk, slog.New(slog.DiscardHandler), cfg)
+			if a, err := r.access(t.Context(), [32]byte{1}); err != nil || !a.Usable() {
+				t.Fatalf("first read: %+v %v", a, err)
+			}
+			tc.between(t, r, st, clk)
+			a, err := r.access(t.Context(), [32]byte{1})
+			if err != nil || a.Usable() != tc.wantUsable || st.reads != tc.wantReads {
+				t.Errorf("second access: usable %v after %d reads, want %v after %d", a.Usable(), st.reads, tc.wantUsable, tc.wantReads)
+			}
+		})
+	}
+	t.Run("read overlapping a revocation is not kept", func(t *testing.T) {
+		t.Parallel()
+		clk := clock.NewFake(time.Unix(1_900_000_000, 0))
+		lease := clk.Now().Add(time.Minute)
+		st := &accessStore{fakeStore: &fakeStore{now: clk.Now()}, access: testAccess(clk.Now(), lease)}
+		r := newRecorder(st, nil, clk, slog.New(slog.DiscardHandler), Config{GrantCacheTTL: time.Hour}.WithDefaults())
+		st.during = func() { r.Forget("r1") }
+		for range 2 {
+			if _, err := r.access(t.Context(), [32]byte{1}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if st.reads != 2 {
+			t.Errorf("%d reads: a read that overlapped a revocation was cached", st.reads)
+		}
+	})
+	t.Run("limits are read every time", func(t *testing.T) {
+		t.Parallel()
+		clk := clock.NewFake(time.Unix(1_900_000_000, 0))
+		lease := clk.Now().Add(time.Minute)
+		st := &accessStore{fakeStore: &fakeStore{now: clk.Now()}, access: testAccess(clk.Now(), lease)}
+		st.access.Limits = []byte(`{"max_llm_calls":3}`)
+		r := newRecorder(st, nil, clk, slog.New(slog.DiscardHandler), Config{GrantCacheTTL: time.Hour}.WithDefaults())
+		for range 2 {
+			if _, err := r.access(t.Context(), [32]byte{1}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if st.reads != 2 {
+			t.Errorf("%d reads for a rollout with limits, want 2", st.reads)
+		}
+	})
+}
+
+// TestRecorder_WatermarkWaitsForCachedCredentials: a cached credential can
+// admit a request as if read when it was, so the watermark stays at that
+// read until the credential is dropped (or lapses).
+func TestRecorder_WatermarkWaitsForCachedCredentials(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake(time.Unix(1_900_000_000, 0))
+	t0 := clk.Now()
+	st := &accessStore{fakeStore: &fakeStore{now: t0}, access: testAccess(t0, t0.Add(time.Hour))}
+	r := newRecorder(st, nil, clk, slog.New(slog.DiscardHandler), Config{GrantCacheTTL: time.Hour}.WithDefaults())
+	ctx := t.Context()
+	if _, err := r.access(ctx, [32]byte{1}); err != nil {
+		t.Fatal(err)
+	}
+	st.advance(time.Second)
+	if err := r.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if w := st.lastBeat(t); !w.Equal(t0) {
+		t.Fatalf("watermark %v passed a cached credential read at %v", w, t0)
+	}
+	r.Forget("r1")
+	if err := r.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if w := st.lastBeat(t); !w.Equal(t0.Add(time.Second)) {
+		t.Fatalf("watermark %v after the credential was dropped, want the lease clock %v", w, t0.Add(time.Second))
 	}
 }

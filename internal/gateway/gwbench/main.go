@@ -96,7 +96,7 @@ func run() error {
 	flag.IntVar(&o.rollouts, "rollouts", 4, "rollouts the gateway load is spread over")
 	flag.DurationVar(&o.flush, "flush-interval", gateway.DefaultFlushInterval, "longest time a gateway record waits in memory before it is written")
 	flag.IntVar(&o.batch, "flush-batch", gateway.DefaultFlushBatch, "records waiting that start a flush before the interval is up")
-	flag.DurationVar(&o.cache, "grant-cache", 0, "gateway credential cache TTL (0: read the credential on every request)")
+	flag.DurationVar(&o.cache, "grant-cache", gateway.DefaultGrantCacheTTL, "gateway credential cache TTL (negative: read the credential on every request)")
 	flag.BoolVar(&o.asJSON, "json", false, "print the results as JSON")
 	flag.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of gyre (of everything with -inprocess) to this file")
 	flag.BoolVar(&o.inprocess, "inprocess", false, "run gyre in the load generator's process instead of a child process")
