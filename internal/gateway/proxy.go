@@ -395,10 +395,9 @@ func streamErrorEvent(code, message string) []byte {
 var doneEvent = []byte("data: [DONE]\n\n")
 
 // stream relays a streamed answer event by event, flushing each as it
-// arrives (see relay), and reassembles it for the record in the gaps
-// between events and, for the rest, after [DONE] went out. It counts when
-// the event carrying the last choice's finish_reason and then [DONE] were
-// delivered (SPEC §6.3).
+// arrives (see relay), and reassembles it for the record after [DONE] went
+// out (see backlog). It counts when the event carrying the last choice's
+// finish_reason and then [DONE] were delivered (SPEC §6.3).
 func (c *call) stream(resp *http.Response) {
 	h := c.w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -417,12 +416,15 @@ func (c *call) stream(resp *http.Response) {
 		size     int
 		acc      = &streamAcc{}
 		upErr    bool
-		// backlog holds the events relayed but not yet added to acc. It
-		// is parsed while no further event has arrived, one event at a
-		// time, so a burst is relayed without waiting for the parsing of
-		// its events, an event that arrives meanwhile waits for at most
-		// one parse, and little is left when the stream ends.
-		backlog []backlogEvent
+		// backlog holds the events relayed but not yet added to acc.
+		// Usually it is parsed after [DONE] went out, so relaying never
+		// waits for parsing. The rollout's first completion on this
+		// replica must be durable before [DONE] (beforeCounted), so its
+		// backlog is parsed while no further event has arrived, one event
+		// at a time: an event that arrives meanwhile waits for at most one
+		// parse, and little is left when the stream ends.
+		backlog     []backlogEvent
+		parseInGaps = c.rec.RolloutID != nil && c.g.rec.needsDurableCount(*c.rec.RolloutID)
 	)
 	catchUp := func(all bool) {
 		for len(backlog) > 0 && (all || !rd.eventReady()) {
@@ -453,7 +455,9 @@ func (c *call) stream(resp *http.Response) {
 		}
 	}
 	for werr == nil {
-		catchUp(false)
+		if parseInGaps {
+			catchUp(false)
+		}
 		raw, data, hasData, err := rd.next()
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
@@ -503,7 +507,7 @@ func (c *call) stream(resp *http.Response) {
 	// completion on this replica: it must be durable before the answer is
 	// complete (beforeCounted), so it is parsed first.
 	var delivered bool
-	early := ok && (c.rec.RolloutID == nil || !c.g.rec.needsDurableCount(*c.rec.RolloutID))
+	early := ok && !parseInGaps
 	if early {
 		delivered = c.endStream(rc, doneEvent)
 	}
