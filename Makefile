@@ -19,7 +19,8 @@ FUZZ_TARGETS ?= ./internal/api:FuzzTurnsIntake ./internal/jcs:FuzzAppendCanonica
 	./flywheel:FuzzValidateProductionTurnBatch ./flywheel:FuzzValidateRolloutOutput \
 	./internal/jcs:FuzzCanonicalize ./internal/suite:FuzzParseSuite ./internal/grade:FuzzParseSpecs \
 	./internal/api:FuzzDecodeObject ./internal/auth:FuzzParseBearer ./internal/blobstore:FuzzValidateKey \
-	./internal/gateway:FuzzParseChatRequest ./internal/gateway:FuzzSSEStream ./atif:FuzzValidate \
+	./internal/gateway:FuzzParseChatRequest ./internal/gateway:FuzzSSEStream ./internal/gateway:FuzzDecodeChunk \
+	./internal/gateway:FuzzValidJSON ./atif:FuzzValidate \
 	./internal/eval:FuzzDecodeRunStatus ./internal/eval:FuzzWorkspacePath \
 	./flywheel:FuzzParseReport ./harnesskit:FuzzPostRuns ./harnesskit:FuzzListQuery \
 	./internal/harnesscheck:FuzzPathProblem ./internal/harnesscheck:FuzzTitleProbe

@@ -431,7 +431,7 @@ func (c *call) stream(resp *http.Response) {
 			e := backlog[0]
 			if e.ch == nil {
 				var ch chunk
-				if json.Unmarshal(e.data, &ch) == nil {
+				if decodeChunk(e.data, &ch) == nil {
 					e.ch = &ch
 				}
 			}
@@ -484,7 +484,7 @@ func (c *call) stream(resp *http.Response) {
 		// Perhaps the usage chunk the client did not ask for, which is
 		// dropped: parsed at once to tell, added in its turn.
 		var ch chunk
-		if json.Unmarshal(data, &ch) != nil {
+		if decodeChunk(data, &ch) != nil {
 			relay(raw)
 			backlog = append(backlog, backlogEvent{data: data})
 			continue
