@@ -262,6 +262,22 @@ func (d *chunkDecoder) integer() (int, error) {
 	return int(n), nil
 }
 
+// decodeSlice decodes the array that is next into *dst as encoding/json
+// does: null makes it nil, [] an empty slice, each element decoded by
+// elem into a zero value.
+func decodeSlice[T any](d *chunkDecoder, dst *[]T, elem func(*T) error) error {
+	if d.null() {
+		*dst = nil
+		return nil
+	}
+	*dst = []T{}
+	return d.array(func() error {
+		var zero T
+		*dst = append(*dst, zero)
+		return elem(&(*dst)[len(*dst)-1])
+	})
+}
+
 func (d *chunkDecoder) chunk(c *chunk) error {
 	return d.object(func(key []byte) error {
 		switch string(key) {
@@ -280,15 +296,7 @@ func (d *chunkDecoder) chunk(c *chunk) error {
 		case "error":
 			c.Error = d.raw()
 		case "choices":
-			if d.null() {
-				c.Choices = nil
-				return nil
-			}
-			c.Choices = []chunkChoice{}
-			return d.array(func() error {
-				c.Choices = append(c.Choices, chunkChoice{})
-				return d.choice(&c.Choices[len(c.Choices)-1])
-			})
+			return decodeSlice(d, &c.Choices, d.choice)
 		default:
 			d.skip()
 		}
@@ -325,30 +333,15 @@ func (d *chunkDecoder) choice(ch *chunkChoice) error {
 					d.skip()
 					return nil
 				}
-				if d.null() {
-					ch.Logprobs.Content = nil
-					return nil
-				}
-				ch.Logprobs.Content = []json.RawMessage{}
-				return d.array(func() error {
-					ch.Logprobs.Content = append(ch.Logprobs.Content, d.raw())
+				return decodeSlice(d, &ch.Logprobs.Content, func(m *json.RawMessage) error {
+					*m = d.raw()
 					return nil
 				})
 			})
 		case "finish_reason":
 			return d.stringPtr(&ch.FinishReason)
 		case "token_ids":
-			if d.null() {
-				ch.TokenIDs = nil
-				return nil
-			}
-			ch.TokenIDs = []json.Number{}
-			return d.array(func() error {
-				var n json.Number
-				err := d.number(&n)
-				ch.TokenIDs = append(ch.TokenIDs, n)
-				return err
-			})
+			return decodeSlice(d, &ch.TokenIDs, d.number)
 		default:
 			d.skip()
 		}
@@ -369,15 +362,7 @@ func (d *chunkDecoder) delta(ch *chunkChoice) error {
 		case "reasoning_content":
 			return d.stringPtr(&dl.ReasoningContent)
 		case "tool_calls":
-			if d.null() {
-				dl.ToolCalls = nil
-				return nil
-			}
-			dl.ToolCalls = []toolDelta{}
-			return d.array(func() error {
-				dl.ToolCalls = append(dl.ToolCalls, toolDelta{})
-				return d.toolDelta(&dl.ToolCalls[len(dl.ToolCalls)-1])
-			})
+			return decodeSlice(d, &dl.ToolCalls, d.toolDelta)
 		default:
 			d.skip()
 		}
