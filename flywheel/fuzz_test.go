@@ -11,8 +11,8 @@ import (
 	"testing"
 
 	"github.com/gyrehq/gyre/flywheel"
-	"github.com/gyrehq/gyre/internal/gyretest"
 	"github.com/gyrehq/gyre/internal/jcs"
+	"github.com/gyrehq/gyre/internal/jsonpointer"
 )
 
 func FuzzValidateProductionTurnBatch(f *testing.F) {
@@ -93,17 +93,17 @@ func checkFuzz(t *testing.T, def flywheel.Def, raw []byte, typ reflect.Type) {
 		if v.Message == "" {
 			t.Fatalf("empty message at %q", v.Pointer)
 		}
-		toks, ok := gyretest.SplitPointer(v.Pointer)
-		if !ok {
-			t.Fatalf("malformed pointer %q", v.Pointer)
+		toks, err := jsonpointer.Split(v.Pointer)
+		if err != nil {
+			t.Fatalf("malformed pointer %q: %v", v.Pointer, err)
 		}
-		if _, found := gyretest.ResolvePointer(tree, toks); found {
+		if _, found := jsonpointer.Resolve(tree, toks); found {
 			continue
 		}
 		if len(toks) == 0 {
 			t.Fatalf("root pointer does not resolve")
 		}
-		parent, found := gyretest.ResolvePointer(tree, toks[:len(toks)-1])
+		parent, found := jsonpointer.Resolve(tree, toks[:len(toks)-1])
 		if _, isObj := parent.(map[string]any); !found || !isObj || !strings.Contains(v.Message, "is required") {
 			t.Fatalf("pointer %q (%s) does not point into the document", v.Pointer, v.Message)
 		}

@@ -17,8 +17,8 @@ import (
 	"github.com/gyrehq/gyre/flywheel"
 	"github.com/gyrehq/gyre/internal/auth"
 	"github.com/gyrehq/gyre/internal/clock"
-	"github.com/gyrehq/gyre/internal/gyretest"
 	"github.com/gyrehq/gyre/internal/jcs"
+	"github.com/gyrehq/gyre/internal/jsonpointer"
 	"github.com/gyrehq/gyre/internal/store"
 	"github.com/gyrehq/gyre/internal/telemetry"
 )
@@ -206,17 +206,17 @@ func turnCheckPointer(t *testing.T, body []byte, pointer, msg string) {
 		}
 		return
 	}
-	toks, ok := gyretest.SplitPointer(pointer)
-	if !ok {
-		t.Fatalf("malformed pointer %q", pointer)
+	toks, err := jsonpointer.Split(pointer)
+	if err != nil {
+		t.Fatalf("malformed pointer %q: %v", pointer, err)
 	}
-	if _, found := gyretest.ResolvePointer(tree, toks); found {
+	if _, found := jsonpointer.Resolve(tree, toks); found {
 		return
 	}
 	if len(toks) == 0 {
 		t.Fatal("the root pointer does not resolve")
 	}
-	parent, found := gyretest.ResolvePointer(tree, toks[:len(toks)-1])
+	parent, found := jsonpointer.Resolve(tree, toks[:len(toks)-1])
 	if _, isObj := parent.(map[string]any); !found || !isObj || !strings.Contains(msg, "required") {
 		t.Fatalf("pointer %q (%s) points nowhere in the body", pointer, msg)
 	}

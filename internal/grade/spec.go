@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/gyrehq/gyre"
+	"github.com/gyrehq/gyre/internal/jsonpointer"
 )
 
 // Spec is one grader as a suite declares it: a one-key object
@@ -405,7 +406,7 @@ func (c *config) pointer(key string) (string, bool, error) {
 	if err != nil || !ok {
 		return "", ok, err
 	}
-	if _, err := splitPointer(p); err != nil {
+	if _, err := jsonpointer.Split(p); err != nil {
 		return "", false, c.errf(key, "%v", err)
 	}
 	return p, true, nil

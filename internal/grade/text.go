@@ -8,6 +8,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/gyrehq/gyre/internal/jsonpointer"
 	"github.com/gyrehq/gyre/internal/schema"
 )
 
@@ -24,7 +25,7 @@ func parseTarget(c *config) (target, error) {
 	if err != nil || !ok {
 		return target{}, err
 	}
-	toks, _ := splitPointer(p)
+	toks, _ := jsonpointer.Split(p)
 	return target{pointer: p, tokens: toks, hasPointer: true}, nil
 }
 
@@ -48,7 +49,7 @@ func (t target) text(v *view) (s string, abstainCode string) {
 	if err != nil || out == nil {
 		return "", ReasonTargetNull
 	}
-	val, ok := resolve(out, t.tokens)
+	val, ok := jsonpointer.Resolve(out, t.tokens)
 	if !ok {
 		return "", ReasonPointerNotFound
 	}
@@ -151,7 +152,7 @@ func jsonTarget(v *view, at target) (any, *Verdict) {
 		}
 	}
 	if at.hasPointer {
-		val, ok := resolve(doc, at.tokens)
+		val, ok := jsonpointer.Resolve(doc, at.tokens)
 		if !ok {
 			vd := abstain(ReasonPointerNotFound)
 			return nil, &vd
