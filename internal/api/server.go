@@ -241,7 +241,11 @@ func (s *Server) serve(ctx context.Context, ln net.Listener, h http.Handler) err
 		IdleTimeout:       s.cfg.IdleTimeout,
 		MaxHeaderBytes:    s.cfg.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		// The gateway learns from the connection whether a stream's
+		// last write, which carries [DONE], went out.
+		ConnContext: gateway.DeliveryContext,
 	}
+	ln = gateway.DeliveryListener(ln)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -247,6 +248,11 @@ type harnessOpts struct {
 	// limits are rate limits for the server and the gateway, on the
 	// harness's fake clock.
 	limits ratelimit.Config
+	// plainServer serves without gateway.DeliveryListener, as a server
+	// other than gyre's would: the gateway then flushes [DONE] itself.
+	plainServer bool
+	// wrapListener, if set, wraps the server's connections first.
+	wrapListener func(net.Listener) net.Listener
 }
 
 var start = time.Date(2031, 6, 1, 12, 0, 0, 0, time.UTC)
@@ -265,7 +271,15 @@ func newHarness(t *testing.T, eng engine, o harnessOpts) *harness {
 	}
 	t.Cleanup(func() { h.blobs.Close() })
 	var handler http.Handler
-	h.ts = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handler.ServeHTTP(w, r) }))
+	h.ts = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handler.ServeHTTP(w, r) }))
+	if o.wrapListener != nil {
+		h.ts.Listener = o.wrapListener(h.ts.Listener)
+	}
+	if !o.plainServer {
+		h.ts.Listener = gateway.DeliveryListener(h.ts.Listener)
+		h.ts.Config.ConnContext = gateway.DeliveryContext
+	}
+	h.ts.Start()
 	t.Cleanup(h.ts.Close)
 	h.svc, err = rollout.New(rollout.Config{PublicURL: h.ts.URL}, rollout.Deps{Store: h.st, Clock: clk, Logger: log})
 	if err != nil {

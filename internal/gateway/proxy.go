@@ -40,6 +40,9 @@ type call struct {
 	response []byte
 	// upstream timings (monotonic): sent, answer headers, body done.
 	sent, headers, ended time.Time
+	// answered is when a stream's last write went out, if the handler
+	// returned before it (see deliveryConn).
+	answered time.Time
 	finished             bool
 	// span is the upstream call's client span, once one is sent.
 	span trace.Span
@@ -149,6 +152,9 @@ func (c *call) finish(status int, counted bool, reason string) {
 		c.span.End()
 	}
 	total := time.Since(c.start)
+	if !c.answered.IsZero() {
+		total = c.answered.Sub(c.start)
+	}
 	added := total
 	var toHeaders time.Duration
 	if !c.sent.IsZero() {
@@ -397,7 +403,9 @@ var doneEvent = []byte("data: [DONE]\n\n")
 // stream relays a streamed answer event by event, flushing each as it
 // arrives (see relay), and reassembles it for the record after [DONE] went
 // out (see backlog). It counts when the event carrying the last choice's
-// finish_reason and then [DONE] were delivered (SPEC §6.3).
+// finish_reason and then [DONE] were delivered (SPEC §6.3). On gyre's
+// server [DONE] is left for net/http to send with the end of the body,
+// and the call is finished when that write is done (doneWithBody).
 func (c *call) stream(resp *http.Response) {
 	h := c.w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -506,18 +514,23 @@ func (c *call) stream(resp *http.Response) {
 	// only decides whether it counts. The exception is the rollout's first
 	// completion on this replica: it must be durable before the answer is
 	// complete (beforeCounted), so it is parsed first.
-	var delivered bool
 	early := ok && !parseInGaps
+	rd.release()
+	dc := deliveryOf(c.r)
+	if early && dc != nil {
+		c.doneWithBody(dc, resp.StatusCode, func() string {
+			catchUp(true)
+			return c.settleStream(acc, upErr)
+		})
+		return
+	}
+	var delivered bool
 	if early {
 		delivered = c.endStream(rc, doneEvent)
 	}
 	catchUp(true)
-	rd.release()
-	c.response = acc.response()
-	c.rec.EmittedIDs = acc.emitted()
-	c.setUsage(acc.usage)
+	incomplete := c.settleStream(acc, upErr)
 	status := resp.StatusCode
-	complete := !upErr && acc.finished()
 	switch {
 	case reason == ReasonRevoked:
 		_, _ = c.w.Write(streamErrorEvent(CodeCredentialExpired, "This rollout's credential was revoked; the stream was cut."))
@@ -533,23 +546,74 @@ func (c *call) stream(resp *http.Response) {
 		c.finish(status, false, ReasonUpstreamBroken)
 	case early && !delivered:
 		c.finish(status, false, ReasonClientDisconnected)
-	case !complete:
-		// The upstream ended without finishing every choice: the stream
-		// ended cleanly for the client, but it does not count.
-		if !early {
-			c.endStream(rc, doneEvent)
-		}
-		c.finish(status, false, incompleteReason(upErr))
 	case early:
-		c.finish(status, true, "")
+		c.endedStream(status, incomplete)
 	default:
-		c.beforeCounted(status)
+		// The rollout's first completion on this replica: durable before
+		// [DONE] if it counts.
+		if incomplete == "" {
+			c.beforeCounted(status)
+		}
+		if dc != nil {
+			c.doneWithBody(dc, status, func() string { return incomplete })
+			return
+		}
 		if !c.endStream(rc, doneEvent) {
 			c.finish(status, false, ReasonClientDisconnected)
 			return
 		}
-		c.finish(status, true, "")
+		c.endedStream(status, incomplete)
 	}
+}
+
+// doneWithBody writes [DONE] for net/http to send with the end of the body
+// once the handler returns (see deliveryConn), and finishes the call when
+// that write is done: the stream counts only if it succeeded. settle
+// completes the record meanwhile and returns why the stream cannot count,
+// if it cannot.
+func (c *call) doneWithBody(dc *deliveryConn, status int, settle func() (incomplete string)) {
+	if _, err := c.w.Write(doneEvent); err != nil {
+		settle()
+		c.finish(status, false, ReasonClientDisconnected)
+		return
+	}
+	written := make(chan error, 1)
+	dc.afterNextWrite(func(err error) {
+		c.answered = time.Now()
+		written <- err
+	})
+	go func() {
+		incomplete := settle()
+		if err := <-written; err != nil {
+			c.finish(status, false, ReasonClientDisconnected)
+			return
+		}
+		c.endedStream(status, incomplete)
+	}()
+}
+
+// settleStream puts a relayed stream's reassembly on the record. It
+// returns why the stream cannot count if the upstream left a choice
+// unfinished or sent an error, and "" if every choice finished.
+func (c *call) settleStream(acc *streamAcc, upErr bool) (incomplete string) {
+	c.response = acc.response()
+	c.rec.EmittedIDs = acc.emitted()
+	c.setUsage(acc.usage)
+	if upErr || !acc.finished() {
+		return incompleteReason(upErr)
+	}
+	return ""
+}
+
+// endedStream finishes a stream whose [DONE] was delivered: it counts
+// unless it was incomplete, which ended cleanly for the client all the
+// same.
+func (c *call) endedStream(status int, incomplete string) {
+	if incomplete != "" {
+		c.finish(status, false, incomplete)
+		return
+	}
+	c.finish(status, true, "")
 }
 
 // backlogEvent is a relayed event's data, with its chunk once parsed.

@@ -1,0 +1,239 @@
+package gateway_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+)
+
+// servers are the two ways the gateway can be served: through gyre's
+// server, which watches each connection's writes (gateway.DeliveryListener),
+// and through a plain http.Server, where the gateway flushes [DONE] itself.
+var servers = []struct {
+	name  string
+	plain bool
+}{{"delivery", false}, {"plain", true}}
+
+// TestGateway_DoneTravelsWithTheEndOfTheBody: served as gyre serve serves
+// (api.Server.Serve), a stream's [DONE] goes out in the same write as the
+// end of the chunked body, so an SDK that stops reading at [DONE]
+// (openai-go does) has the whole response and can reuse its connection,
+// and one that reads to the end does not wait for a second write. Each
+// stream still counts, the rollout's first completion (durable before
+// [DONE]) included.
+func TestGateway_DoneTravelsWithTheEndOfTheBody(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, sqliteEngine, harnessOpts{})
+	h.up.set(func(w http.ResponseWriter, r *http.Request, body []byte) {
+		startStream(w)
+		sse(w, chunkJSON(`{"role":"assistant","content":"a"}`, ""))
+		time.Sleep(5 * time.Millisecond) // the first event goes out alone, so the body is chunked
+		sse(w, chunkJSON(`{"content":"b"}`, ""))
+		sse(w, chunkJSON(`{}`, "stop"))
+		sse(w, "[DONE]")
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	writes := &writeLog{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = h.srv.Serve(ctx, writeLogListener{ln, writes}); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	rr := h.rollout(`,"policy":"p1"`)
+	rr.LLMURL = "http://" + ln.Addr().String() + "/gw/" + gatewayToken(rr) + "/v1"
+	cl := h.client(rr, option.WithHTTPClient(&http.Client{}))
+	const n = 5
+	for i := range n {
+		stream := cl.Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{Model: "m",
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}})
+		var text strings.Builder
+		for stream.Next() {
+			if ch := stream.Current(); len(ch.Choices) > 0 {
+				text.WriteString(ch.Choices[0].Delta.Content)
+			}
+		}
+		if err := stream.Err(); err != nil || text.String() != "ab" {
+			t.Fatalf("stream %d: %q, %v", i, text.String(), err)
+		}
+	}
+	var withDone int
+	for _, w := range writes.all() {
+		if bytes.Contains(w, []byte("data: [DONE]\n\n")) {
+			withDone++
+			if !bytes.HasSuffix(w, []byte("\r\n0\r\n\r\n")) {
+				t.Errorf("the write carrying [DONE] does not end the body: %q", w)
+			}
+		}
+	}
+	if withDone != n {
+		t.Errorf("%d writes carried [DONE], want %d", withDone, n)
+	}
+	v := waitCall(t, h, rr.RolloutID, func(v view) bool { return len(v.Gateway.Calls) == n })
+	if v.Gateway.Completions != n {
+		t.Errorf("%d of %d streams counted: %+v", v.Gateway.Completions, n, v.Gateway.Calls)
+	}
+}
+
+// writeLog keeps every write made on a listener's connections.
+type writeLog struct {
+	mu     sync.Mutex
+	writes [][]byte
+}
+
+func (l *writeLog) all() [][]byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.writes)
+}
+
+type writeLogListener struct {
+	net.Listener
+	log *writeLog
+}
+
+func (l writeLogListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return writeLogConn{c, l.log}, nil
+}
+
+type writeLogConn struct {
+	net.Conn
+	log *writeLog
+}
+
+func (c writeLogConn) Write(p []byte) (int, error) {
+	c.log.mu.Lock()
+	c.log.writes = append(c.log.writes, bytes.Clone(p))
+	c.log.mu.Unlock()
+	return c.Conn.Write(p)
+}
+
+// TestGateway_StreamWhoseDoneIsNotWrittenDoesNotCount: when the write
+// that carries [DONE] fails (the client went away at that moment), the
+// stream was not delivered in full and does not count (SPEC §6.3), on
+// either server.
+func TestGateway_StreamWhoseDoneIsNotWrittenDoesNotCount(t *testing.T) {
+	t.Parallel()
+	for _, srv := range servers {
+		t.Run(srv.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, sqliteEngine, harnessOpts{plainServer: srv.plain, wrapListener: func(ln net.Listener) net.Listener {
+				return failDoneListener{ln}
+			}})
+			h.up.set(func(w http.ResponseWriter, r *http.Request, body []byte) {
+				startStream(w)
+				sse(w, chunkJSON(`{"role":"assistant","content":"a"}`, ""))
+				time.Sleep(20 * time.Millisecond) // the first event goes out alone
+				sse(w, chunkJSON(`{}`, "stop"))
+				sse(w, "[DONE]")
+			})
+			rr := h.rollout(`,"policy":"p1"`)
+			// The rollout's first completion, made durable before [DONE],
+			// and a later one, whose [DONE] goes out first.
+			for i := range 2 {
+				req, _ := http.NewRequest(http.MethodPost, h.ts.URL+"/gw/"+gatewayToken(rr)+"/v1/chat/completions",
+					strings.NewReader(`{"model":"m","stream":true,"messages":[{"role":"user","content":"x"}]}`))
+				req.Header.Set("Authorization", "Bearer "+rr.APIKey)
+				resp, err := h.ts.Client().Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err == nil || !strings.Contains(string(got), `"content":"a"`) || strings.Contains(string(got), "[DONE]") {
+					t.Fatalf("stream %d: the client read %q, %v; want the first event, then the connection lost", i, got, err)
+				}
+			}
+			v := waitCall(t, h, rr.RolloutID, func(v view) bool { return len(v.Gateway.Calls) == 2 })
+			for _, c := range v.Gateway.Calls {
+				if c.Counted || deref(c.Reason) != "client_disconnected" {
+					t.Errorf("call %d: counted %v, reason %v; want not counted, client_disconnected", c.Seq, c.Counted, deref(c.Reason))
+				}
+			}
+		})
+	}
+}
+
+// failDoneListener's connections fail every write that would carry
+// [DONE], as if the client were gone, and then the connection.
+type failDoneListener struct{ net.Listener }
+
+func (l failDoneListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &failDoneConn{Conn: c}, nil
+}
+
+type failDoneConn struct {
+	net.Conn
+	failed atomic.Bool
+}
+
+func (c *failDoneConn) Write(p []byte) (int, error) {
+	if c.failed.Load() || bytes.Contains(p, []byte("[DONE]")) {
+		c.failed.Store(true)
+		_ = c.Conn.Close()
+		return 0, fmt.Errorf("write: %w", net.ErrClosed)
+	}
+	return c.Conn.Write(p)
+}
+
+// TestGateway_StreamsCountOnEitherServer: the streams that count and those
+// that do not are the same whether [DONE] is flushed by the gateway or
+// written with the end of the body.
+func TestGateway_StreamsCountOnEitherServer(t *testing.T) {
+	t.Parallel()
+	for _, srv := range servers {
+		t.Run(srv.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, sqliteEngine, harnessOpts{plainServer: srv.plain})
+			rr := h.rollout(`,"policy":"p1"`)
+			path := "/gw/" + gatewayToken(rr) + "/v1/chat/completions"
+			body := []byte(`{"model":"m","stream":true,"messages":[{"role":"user","content":"x"}]}`)
+			events := [][]string{
+				{chunkJSON(`{"role":"assistant","content":"first"}`, "stop"), "[DONE]"},
+				{chunkJSON(`{"role":"assistant","content":"half"}`, ""), "[DONE]"},
+				{chunkJSON(`{"role":"assistant","content":"whole"}`, "stop"), "[DONE]"},
+			}
+			for i, evs := range events {
+				h.up.set(func(w http.ResponseWriter, r *http.Request, body []byte) {
+					startStream(w)
+					for _, e := range evs {
+						sse(w, e)
+					}
+				})
+				r := h.do(http.MethodPost, path, rr.APIKey, body)
+				if r.status != 200 || !strings.HasSuffix(string(r.body), "data: [DONE]\n\n") {
+					t.Fatalf("stream %d: %d %q", i, r.status, r.body)
+				}
+			}
+			v := waitCall(t, h, rr.RolloutID, func(v view) bool { return len(v.Gateway.Calls) == len(events) })
+			var got []string
+			for _, c := range v.Gateway.Calls {
+				got = append(got, fmt.Sprintf("%v/%v", c.Counted, deref(c.Reason)))
+			}
+			if want := "true/<nil> false/stream_incomplete true/<nil>"; fmt.Sprint(strings.Join(got, " ")) != want {
+				t.Errorf("calls %v, want %s", got, want)
+			}
+		})
+	}
+}
