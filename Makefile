@@ -15,7 +15,7 @@ BENCHFLAGS ?=
 # FUZZTIME is an execution count (Nx), not a duration: with a duration,
 # Go 1.26's fuzz coordinator can fail a clean run with "context deadline
 # exceeded" as the time runs out (golang/go#75804, fixed in Go 1.27).
-FUZZ_TARGETS ?= ./internal/api:FuzzTurnsIntake ./internal/jcs:FuzzAppendCanonical ./internal/rollout:FuzzOutputIntake \
+FUZZ_TARGETS ?= ./internal/api:FuzzTurnsIntake ./internal/jcs:FuzzAppendCanonical ./internal/jcs:FuzzCanonicalizerChecked ./internal/rollout:FuzzOutputIntake \
 	./flywheel:FuzzValidateProductionTurnBatch ./flywheel:FuzzValidateRolloutOutput \
 	./internal/jcs:FuzzCanonicalize ./internal/suite:FuzzParseSuite ./internal/grade:FuzzParseSpecs \
 	./internal/api:FuzzDecodeObject ./internal/auth:FuzzParseBearer ./internal/blobstore:FuzzValidateKey \

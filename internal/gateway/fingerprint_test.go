@@ -59,7 +59,7 @@ func TestJoinToolCalls(t *testing.T) {
 	}
 }
 
-func deref(p *int) any {
+func deref[T any](p *T) any {
 	if p == nil {
 		return nil
 	}

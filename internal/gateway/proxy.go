@@ -43,7 +43,7 @@ type call struct {
 	// answered is when a stream's last write went out, if the handler
 	// returned before it (see deliveryConn).
 	answered time.Time
-	finished             bool
+	finished bool
 	// span is the upstream call's client span, once one is sent.
 	span trace.Span
 }

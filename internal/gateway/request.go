@@ -8,6 +8,7 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/gyrehq/gyre/internal/jcs"
@@ -37,84 +38,192 @@ type chatRequest struct {
 }
 
 // parseChatRequest parses a request body: one JSON object without
-// duplicate members, whose messages are an array of I-JSON objects.
+// duplicate members, whose messages are an array of I-JSON objects. It
+// reads the body in place (jcs.Walker) once validJSON has accepted it,
+// and canonicalizes each message in one pass.
 func parseChatRequest(body []byte) (*chatRequest, *apiError) {
 	if !utf8.Valid(body) {
 		return nil, errInvalid("", "The request body is not valid UTF-8.")
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	tok, err := dec.Token()
-	if d, ok := tok.(json.Delim); err != nil || !ok || d != '{' {
+	if !validJSON(body) {
+		return nil, syntaxError(body)
+	}
+	w := jcs.NewWalker(body)
+	if start := w.Space(0); body[start] != '{' {
 		return nil, errInvalid("", "The request body must be a JSON object.")
 	}
 	req := &chatRequest{}
-	seen := map[string]bool{}
-	for dec.More() {
-		tok, err := dec.Token()
+	var (
+		dup  *apiError
+		seen map[string]bool // past a few members, to find duplicates
+	)
+	_, err := w.Members(0, func(key string, start int) (int, error) {
+		end, err := w.Skip(start)
 		if err != nil {
-			return nil, errInvalid("", "The request body is not valid JSON.")
+			return end, err
 		}
-		key := tok.(string)
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return nil, errInvalid(key, "The request body is not valid JSON.")
+		if seen == nil && len(req.members) >= 16 {
+			seen = make(map[string]bool, 2*len(req.members))
+			for _, m := range req.members {
+				seen[m.key] = true
+			}
 		}
-		if seen[key] {
-			return nil, errInvalid(key, fmt.Sprintf("Member %q appears more than once.", key))
+		if (seen != nil && seen[key]) || (seen == nil && req.has(key)) {
+			dup = errInvalid(key, fmt.Sprintf("Member %q appears more than once.", key))
+			return end, errStop
 		}
-		seen[key] = true
-		req.members = append(req.members, member{key: key, val: raw})
-	}
-	if _, err := dec.Token(); err != nil {
+		if seen != nil {
+			seen[key] = true
+		}
+		req.members = append(req.members, member{key: key, val: body[start:end]})
+		return end, nil
+	})
+	switch {
+	case dup != nil:
+		return nil, dup
+	case err != nil: // validJSON accepted it: not expected
 		return nil, errInvalid("", "The request body is not valid JSON.")
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, errInvalid("", "The request body has data after the JSON object.")
 	}
 	msgs, ok := req.get("messages")
 	if !ok {
 		return nil, &apiError{Status: 400, Code: "missing_required_parameter", Param: "messages",
 			Message: "Missing required parameter: 'messages'."}
 	}
-	var raws []json.RawMessage
-	if err := json.Unmarshal(msgs, &raws); err != nil {
-		return nil, errInvalid("messages", "'messages' must be an array of message objects.")
+	if e := req.readMessages(msgs); e != nil {
+		return nil, e
 	}
-	req.messages = make([][]byte, len(raws))
-	for i, m := range raws {
-		param := "messages[" + strconv.Itoa(i) + "]"
-		if !bytes.HasPrefix(bytes.TrimSpace(m), []byte("{")) {
-			return nil, errInvalid(param, fmt.Sprintf("'%s' must be an object.", param))
-		}
-		c, err := jcs.Canonicalize(m)
-		if err != nil {
-			return nil, errInvalid(param, fmt.Sprintf("'%s' is not I-JSON (RFC 7493): %v", param, err))
-		}
-		req.messages[i] = c
-		var head struct {
-			Role       string  `json:"role"`
-			ToolCallID *string `json:"tool_call_id"`
-		}
-		if err := json.Unmarshal(c, &head); err == nil && head.Role == "tool" && head.ToolCallID != nil {
-			req.consumed = append(req.consumed, *head.ToolCallID)
-		}
-	}
-	if v, ok := req.get("stream"); ok && !isNull(v) {
-		if err := json.Unmarshal(v, &req.stream); err != nil {
+	if v, ok := req.get("stream"); ok {
+		switch string(v) {
+		case "true":
+			req.stream = true
+		case "false", "null":
+		default:
 			return nil, errInvalid("stream", "'stream' must be a boolean.")
 		}
 	}
-	if v, ok := req.get("stream_options"); ok && !isNull(v) && !bytes.HasPrefix(bytes.TrimSpace(v), []byte("{")) {
+	if v, ok := req.get("stream_options"); ok && !isNull(v) && v[0] != '{' {
 		return nil, errInvalid("stream_options", "'stream_options' must be an object.")
 	}
 	if v, ok := req.get("model"); ok && !isNull(v) {
-		var m string
-		if err := json.Unmarshal(v, &m); err != nil {
+		if v[0] != '"' {
+			return nil, errInvalid("model", "'model' must be a string.")
+		}
+		m, err := jcs.NewWalker(v).String(0, len(v))
+		if err != nil {
 			return nil, errInvalid("model", "'model' must be a string.")
 		}
 		req.model = &m
 	}
 	return req, nil
+}
+
+// errStop ends a walk early.
+var errStop = errors.New("stop")
+
+// canonicalizers recycle the message canonicalizers' buffers.
+var canonicalizers = sync.Pool{New: func() any { return &jcs.Canonicalizer{Checked: true} }}
+
+// readMessages canonicalizes each message of the array msgs, a JSON value,
+// into one buffer, and notes the tool_call_id each tool message consumes.
+func (r *chatRequest) readMessages(msgs []byte) *apiError {
+	if msgs[0] != '[' {
+		return errInvalid("messages", "'messages' must be an array of message objects.")
+	}
+	canon := canonicalizers.Get().(*jcs.Canonicalizer)
+	defer canonicalizers.Put(canon)
+	w := jcs.NewWalker(msgs)
+	var (
+		buf  = make([]byte, 0, len(msgs)+len(msgs)/8)
+		ends []int
+		bad  *apiError
+	)
+	_, err := w.Elements(0, func(start int) (int, error) {
+		param := "messages[" + strconv.Itoa(len(ends)) + "]"
+		if msgs[start] != '{' {
+			bad = errInvalid(param, fmt.Sprintf("'%s' must be an object.", param))
+			return start, errStop
+		}
+		var role, callID []byte
+		var (
+			end int
+			err error
+		)
+		buf, end, err = canon.AppendValue(buf, msgs, start, func(name string, vs, ve int) error {
+			switch name {
+			case "role":
+				role = msgs[vs:ve]
+			case "tool_call_id":
+				callID = msgs[vs:ve]
+			}
+			return nil
+		})
+		if err != nil {
+			// Parse says where and why.
+			end, _ = w.Skip(start)
+			_, err = jcs.Canonicalize(msgs[start:end])
+			bad = errInvalid(param, fmt.Sprintf("'%s' is not I-JSON (RFC 7493): %v", param, err))
+			return end, errStop
+		}
+		ends = append(ends, len(buf))
+		if string(role) == `"tool"` && len(callID) > 0 && callID[0] == '"' {
+			id, err := jcs.NewWalker(callID).String(0, len(callID))
+			if err == nil {
+				r.consumed = append(r.consumed, id)
+			}
+		}
+		return end, nil
+	})
+	switch {
+	case bad != nil:
+		return bad
+	case err != nil: // validJSON accepted it: not expected
+		return errInvalid("messages", "'messages' must be an array of message objects.")
+	}
+	r.messages = make([][]byte, len(ends))
+	from := 0
+	for i, to := range ends {
+		r.messages[i] = buf[from:to:to]
+		from = to
+	}
+	return nil
+}
+
+// syntaxError says why a body that is not JSON is not: where it breaks, as
+// encoding/json reads it, naming the member whose value is broken.
+func syntaxError(body []byte) *apiError {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	tok, err := dec.Token()
+	if d, ok := tok.(json.Delim); err != nil || !ok || d != '{' {
+		return errInvalid("", "The request body must be a JSON object.")
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return errInvalid("", "The request body is not valid JSON.")
+		}
+		key := tok.(string)
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return errInvalid(key, "The request body is not valid JSON.")
+		}
+		if seen[key] {
+			return errInvalid(key, fmt.Sprintf("Member %q appears more than once.", key))
+		}
+		seen[key] = true
+	}
+	if _, err := dec.Token(); err != nil {
+		return errInvalid("", "The request body is not valid JSON.")
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return errInvalid("", "The request body has data after the JSON object.")
+	}
+	return errInvalid("", "The request body is not valid JSON.")
+}
+
+func (r *chatRequest) has(key string) bool {
+	_, ok := r.get(key)
+	return ok
 }
 
 func (r *chatRequest) get(key string) ([]byte, bool) {

@@ -3,8 +3,10 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/gyrehq/gyre/internal/jcs"
 )
@@ -20,6 +22,9 @@ func TestParseChatRequest_Refusals(t *testing.T) {
 		{"duplicate member", `{"messages":[],"messages":[]}`, CodeInvalidRequest, "messages"},
 		{"no messages", `{"model":"m"}`, "missing_required_parameter", "messages"},
 		{"messages not an array", `{"messages":{}}`, CodeInvalidRequest, "messages"},
+		{"messages null", `{"messages":null}`, CodeInvalidRequest, "messages"},
+		{"duplicate among many members", `{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8,"i":9,"j":10,"k":11,"l":12,"m":13,"n":14,"o":15,"p":16,"q":17,"b":0,"messages":[]}`, CodeInvalidRequest, "b"},
+		{"number out of range", `{"messages":[{"role":"user","content":1e999}]}`, CodeInvalidRequest, "messages[0]"},
 		{"message not an object", `{"messages":["hi"]}`, CodeInvalidRequest, "messages[0]"},
 		{"message not I-JSON", `{"messages":[{"role":"user","content":"a","content":"b"}]}`, CodeInvalidRequest, "messages[0]"},
 		{"lone surrogate", `{"messages":[{"role":"user","content":"\ud800"}]}`, CodeInvalidRequest, "messages[0]"},
@@ -146,11 +151,16 @@ func FuzzParseChatRequest(f *testing.F) {
 		`{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true}`,
 		`{"messages":[{"role":"tool","tool_call_id":"x","content":[{"type":"text","text":"t"}]}],"stream_options":{"a":1}}`,
 		`{"messages":[]}`, `[]`, `{"messages":[{}]}`,
+		`{"messages":[{"role":"tool","tool_call_id":"\u0061","content":"x"}],"model":"\u00e9","stream":false}`,
+		`{"messages":[{"role":"user","content":"\ud800"}]}`, `{"messages":[{"a":1,"a":2}]}`, `{"messages":null}`,
+		`{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8,"i":9,"j":10,"k":11,"l":12,"m":13,"n":14,"o":15,"p":16,"q":17,"a":0,"messages":[]}`,
+		`{"messages":[1e999]}`, `{"messages":[{"n":1e999}]}`, ` {"messages":[] } `, `{"messages":[]`, `{"messages":[]}x`,
 	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		req, e := parseChatRequest(b)
+		sameAsReference(t, b, req, e)
 		if e != nil {
 			if e.Status != 400 {
 				t.Fatalf("status %d", e.Status)
@@ -167,4 +177,150 @@ func FuzzParseChatRequest(f *testing.F) {
 			t.Fatal("head/tail do not rebuild the body")
 		}
 	})
+}
+
+// BenchmarkParseChatRequest parses a short request (the gateway benchmark's)
+// and a ten-turn conversation with tool calls.
+func BenchmarkParseChatRequest(b *testing.B) {
+	var long strings.Builder
+	long.WriteString(`{"model":"agent-model","stream":true,"temperature":0.2,"tools":[{"type":"function","function":{"name":"lookup","parameters":{"type":"object","properties":{"order":{"type":"string"}}}}}],"messages":[{"role":"system","content":"You are a support agent."}`)
+	for i := range 5 {
+		fmt.Fprintf(&long, `,{"role":"user","content":"Please look up order %d and refund it if it was late."}`, i)
+		fmt.Fprintf(&long, `,{"role":"assistant","content":null,"tool_calls":[{"id":"call_%d","type":"function","function":{"name":"lookup","arguments":"{\"order\":\"%d\"}"}}]}`, i, i)
+		fmt.Fprintf(&long, `,{"role":"tool","tool_call_id":"call_%d","content":"{\"late\":true,\"amount\":12.5}"}`, i)
+	}
+	long.WriteString(`]}`)
+	for _, tc := range []struct{ name, body string }{
+		{"short", `{"model":"agent-model","stream":true,"messages":[{"role":"system","content":"You are a support agent."},{"role":"user","content":"Please refund order 7."}],"temperature":0.2}`},
+		{"conversation", long.String()},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			body := []byte(tc.body)
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, e := parseChatRequest(body); e != nil {
+					b.Fatal(e)
+				}
+			}
+		})
+	}
+}
+
+// TestParseChatRequest_SameAsReference holds parseChatRequest to a
+// reference built on encoding/json and jcs.Canonicalize, on bodies that
+// take each rule.
+func TestParseChatRequest_SameAsReference(t *testing.T) {
+	t.Parallel()
+	var many strings.Builder
+	many.WriteString(`{"messages":[]`)
+	for i := range 40 {
+		fmt.Fprintf(&many, `,"k%d":%d`, i, i)
+	}
+	for _, body := range []string{
+		`{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true}`,
+		`{"messages":[{"content":"2","tool_call_id":"b","role":"tool"},{"role":"tool","tool_call_id":7},{"role":"tool","tool_call_id":null}]}`,
+		`{"messages":[{"role":"tool","tool_call_id":"\u0061\n","content":"x"}],"model":"\u00e9","stream":false}`,
+		`{"messages":[{"role":"user","content":"\ud800"}]}`, `{"messages":[{"a":{"b":1,"b":2}}]}`, `{"messages":null}`,
+		`{"messages":[1]}`, `{"messages":{}}`, `{"messages":[],"stream":null,"model":null,"stream_options":null}`,
+		`{"messages":[],"stream":1}`, `{"messages":[],"model":["m"]}`, `{"messages":[],"stream_options":[]}`,
+		many.String() + `}`, many.String() + `,"k39":0}`, many.String() + `,"messages":[]}`,
+		`{"messages":[{"n":1e999}]}`, ` {"messages":[] } `, `{"messages":[]`, `{"messages":[]}x`, `[]`, `"x"`, ``,
+		`{"a":1,"a":2,"messages":[}`, `{"messages":[{"x":[` + strings.Repeat("[", 30) + strings.Repeat("]", 30) + `]}]}`,
+	} {
+		req, e := parseChatRequest([]byte(body))
+		sameAsReference(t, []byte(body), req, e)
+	}
+}
+
+// sameAsReference fails t unless req and e are what referenceParse makes
+// of body.
+func sameAsReference(t *testing.T, body []byte, req *chatRequest, e *apiError) {
+	t.Helper()
+	want, we := referenceParse(body)
+	switch {
+	case (e == nil) != (we == nil):
+		t.Fatalf("%q: error %+v, reference %+v", body, e, we)
+	case e != nil:
+		if *e != *we {
+			t.Fatalf("%q: error %+v, reference %+v", body, e, we)
+		}
+		return
+	}
+	got := fmt.Sprintf("%q %q %q %v %v", req.members, req.messages, req.consumed, req.stream, deref(req.model))
+	if ref := fmt.Sprintf("%q %q %q %v %v", want.members, want.messages, want.consumed, want.stream, deref(want.model)); got != ref {
+		t.Fatalf("%q:\n got       %s\n reference %s", body, got, ref)
+	}
+}
+
+// referenceParse is parseChatRequest written plainly with encoding/json and
+// jcs.Canonicalize: slower, and the oracle the fast one is held to.
+func referenceParse(body []byte) (*chatRequest, *apiError) {
+	if !utf8.Valid(body) {
+		return nil, errInvalid("", "The request body is not valid UTF-8.")
+	}
+	if !json.Valid(body) {
+		return nil, syntaxError(body)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if tok, _ := dec.Token(); tok != json.Delim('{') {
+		return nil, errInvalid("", "The request body must be a JSON object.")
+	}
+	req := &chatRequest{}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, _ := dec.Token()
+		key := tok.(string)
+		var raw json.RawMessage
+		_ = dec.Decode(&raw)
+		if seen[key] {
+			return nil, errInvalid(key, fmt.Sprintf("Member %q appears more than once.", key))
+		}
+		seen[key] = true
+		req.members = append(req.members, member{key: key, val: raw})
+	}
+	msgs, ok := req.get("messages")
+	if !ok {
+		return nil, &apiError{Status: 400, Code: "missing_required_parameter", Param: "messages",
+			Message: "Missing required parameter: 'messages'."}
+	}
+	var raws []json.RawMessage
+	if isNull(msgs) || json.Unmarshal(msgs, &raws) != nil {
+		return nil, errInvalid("messages", "'messages' must be an array of message objects.")
+	}
+	req.messages = make([][]byte, len(raws))
+	for i, m := range raws {
+		param := fmt.Sprintf("messages[%d]", i)
+		if m[0] != '{' {
+			return nil, errInvalid(param, fmt.Sprintf("'%s' must be an object.", param))
+		}
+		c, err := jcs.Canonicalize(m)
+		if err != nil {
+			return nil, errInvalid(param, fmt.Sprintf("'%s' is not I-JSON (RFC 7493): %v", param, err))
+		}
+		req.messages[i] = c
+		var head map[string]json.RawMessage // exact member names
+		_ = json.Unmarshal(c, &head)
+		var role, id string
+		if json.Unmarshal(head["role"], &role) == nil && role == "tool" && json.Unmarshal(head["tool_call_id"], &id) == nil &&
+			string(head["tool_call_id"]) != "null" {
+			req.consumed = append(req.consumed, id)
+		}
+	}
+	if v, ok := req.get("stream"); ok && !isNull(v) {
+		if err := json.Unmarshal(v, &req.stream); err != nil {
+			return nil, errInvalid("stream", "'stream' must be a boolean.")
+		}
+	}
+	if v, ok := req.get("stream_options"); ok && !isNull(v) && v[0] != '{' {
+		return nil, errInvalid("stream_options", "'stream_options' must be an object.")
+	}
+	if v, ok := req.get("model"); ok && !isNull(v) {
+		var m string
+		if err := json.Unmarshal(v, &m); err != nil {
+			return nil, errInvalid("model", "'model' must be a string.")
+		}
+		req.model = &m
+	}
+	return req, nil
 }

@@ -58,6 +58,12 @@ type Canonicalizer struct {
 	// top, if set, receives each member of the outermost object, in text
 	// order, with its value's span.
 	top func(name string, start, end int) error
+	// Checked makes AppendValue refuse what Parse refuses in text already
+	// known to be UTF-8 JSON (utf8.Valid, json.Valid): a duplicate member name (ErrDuplicateKey) or an
+	// unpaired surrogate escape (ErrLoneSurrogate). Numbers out of range
+	// are refused either way (ErrNumberRange). The error says what, not
+	// where: Parse says where.
+	Checked bool
 }
 
 // canonMember is an object member waiting to be written in name order.
@@ -94,7 +100,7 @@ func (c *Canonicalizer) AppendValue(dst, src []byte, pos int, members func(name 
 	if c.w.names == nil {
 		c.w.names = make(map[string]string, 32)
 	}
-	c.w.src = src
+	c.w.src, c.w.checked = src, c.Checked
 	c.dst, c.scratch, c.top = dst, c.scratch[:0], members
 	start := c.w.Space(pos)
 	end, err := c.value(start, 0)
@@ -169,6 +175,9 @@ func (c *Canonicalizer) value(pos, depth int) (int, error) {
 			c.dst = append(c.dst, src[pos:end]...)
 			return end, nil
 		}
+		if c.Checked && loneSurrogate(src[pos:end]) {
+			return end, ErrLoneSurrogate
+		}
 		s, err := c.w.String(pos, end)
 		if err != nil {
 			return end, err
@@ -209,6 +218,13 @@ func (c *Canonicalizer) object(pos, depth int) (int, error) {
 	}
 	n := len(c.scratch) - base
 	slices.SortFunc(c.scratch[base:], func(a, b canonMember) int { return CompareKeys(a.name, b.name) })
+	if c.Checked {
+		for i := base + 1; i < len(c.scratch); i++ {
+			if c.scratch[i].name == c.scratch[i-1].name {
+				return end, ErrDuplicateKey
+			}
+		}
+	}
 	c.dst = append(c.dst, '{')
 	for i := range n {
 		// Nested objects append to c.scratch past this object's members
@@ -266,4 +282,65 @@ func appendNumberText(dst, num []byte) ([]byte, error) {
 		return append(dst, num...), nil
 	}
 	return Append(dst, json.Number(num))
+}
+
+// loneSurrogate reports whether the JSON string literal lit escapes half
+// of a UTF-16 surrogate pair without the other half, as Parse refuses.
+func loneSurrogate(lit []byte) bool {
+	i := bytes.IndexByte(lit, '\\')
+	if i < 0 {
+		return false
+	}
+	for ; i < len(lit); i++ {
+		if lit[i] != '\\' {
+			continue
+		}
+		i++
+		if i >= len(lit) || lit[i] != 'u' {
+			continue // a one-character escape; the loop steps past it
+		}
+		r, ok := hex4(lit[i+1:])
+		if !ok {
+			return false // not JSON; not this function's to judge
+		}
+		i += 4
+		switch {
+		case r < 0xD800 || r > 0xDFFF:
+		case r >= 0xDC00:
+			return true // a low half first
+		default:
+			// A high half: a low half must be escaped next.
+			if i+6 >= len(lit) || lit[i+1] != '\\' || lit[i+2] != 'u' {
+				return true
+			}
+			lo, ok := hex4(lit[i+3:])
+			if !ok || lo < 0xDC00 || lo > 0xDFFF {
+				return true
+			}
+			i += 6
+		}
+	}
+	return false
+}
+
+// hex4 decodes the four hex digits that start b.
+func hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[:4] {
+		r <<= 4
+		switch {
+		case c >= '0' && c <= '9':
+			r |= rune(c - '0')
+		case c >= 'a' && c <= 'f':
+			r |= rune(c - 'a' + 10)
+		case c >= 'A' && c <= 'F':
+			r |= rune(c - 'A' + 10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
 }

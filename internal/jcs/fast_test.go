@@ -2,12 +2,14 @@ package jcs
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // fastSeeds are texts whose canonical form takes each rule of RFC 8785:
@@ -194,6 +196,78 @@ func FuzzAppendCanonical(f *testing.F) {
 		got, err := AppendCanonical(nil, raw)
 		if err != nil || !bytes.Equal(got, want) {
 			t.Fatalf("AppendCanonical(%q) = %q, %v; Canonicalize writes %q", raw, got, err, want)
+		}
+	})
+}
+
+// checkedRefusals are JSON texts Parse refuses as I-JSON, each for a
+// reason a checked Canonicalizer must find itself.
+var checkedRefusals = []struct {
+	text string
+	want error
+}{
+	{`{"a":1,"b":2,"a":3}`, ErrDuplicateKey},
+	{`{"x":{"a":1,"\u0061":2}}`, ErrDuplicateKey},
+	{`[{"k":[{"d":1,"d":1}]}]`, ErrDuplicateKey},
+	{`"\ud800"`, ErrLoneSurrogate},
+	{`"\udc00\ud800"`, ErrLoneSurrogate},
+	{`"a\ud83dx"`, ErrLoneSurrogate},
+	{`"\ud83d\u0041"`, ErrLoneSurrogate},
+	{`{"\ud800":1}`, ErrLoneSurrogate},
+	{`[1e400]`, ErrNumberRange},
+	{`{"n":-1e309}`, ErrNumberRange},
+}
+
+// TestCanonicalizer_CheckedRefusesWhatParseRefuses: on JSON text, a
+// checked Canonicalizer fails exactly where Parse does, for the same
+// reason, and writes what Canonicalize writes everywhere else.
+func TestCanonicalizer_CheckedRefusesWhatParseRefuses(t *testing.T) {
+	t.Parallel()
+	for _, tc := range checkedRefusals {
+		if _, err := Parse([]byte(tc.text)); !errors.Is(err, tc.want) {
+			t.Fatalf("%s: Parse says %v, want %v", tc.text, err, tc.want)
+		}
+		c := Canonicalizer{Checked: true}
+		if _, _, err := c.AppendValue(nil, []byte(tc.text), 0, nil); !errors.Is(err, tc.want) {
+			t.Errorf("%s: checked canonicalizer says %v, want %v", tc.text, err, tc.want)
+		}
+	}
+	for _, in := range append(fastInputs(t), `"\\ud800"`, `"\ud83d\ude00"`, `{"\\udc00":1}`) {
+		want, err := Canonicalize([]byte(in))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := Canonicalizer{Checked: true}
+		if got, _, err := c.AppendValue(nil, []byte(in), 0, nil); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%.80s: %q, %v; want %q", in, got, err, want)
+		}
+	}
+}
+
+// FuzzCanonicalizerChecked: on any UTF-8 JSON text, a checked Canonicalizer
+// refuses what Parse refuses and otherwise writes what Canonicalize writes.
+func FuzzCanonicalizerChecked(f *testing.F) {
+	for _, in := range fastInputs(f) {
+		f.Add([]byte(in))
+	}
+	for _, tc := range checkedRefusals {
+		f.Add([]byte(tc.text))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		if !json.Valid(raw) || !utf8.Valid(raw) {
+			return
+		}
+		want, werr := Canonicalize(raw)
+		c := Canonicalizer{Checked: true}
+		got, end, err := c.AppendValue(nil, raw, 0, nil)
+		if err == nil && c.w.Space(end) != len(raw) {
+			t.Fatalf("%q: stopped at %d", raw, end)
+		}
+		switch {
+		case werr != nil && err == nil:
+			t.Fatalf("%q: Parse refuses it (%v), the checked canonicalizer writes %q", raw, werr, got)
+		case werr == nil && (err != nil || !bytes.Equal(got, want)):
+			t.Fatalf("%q: %q, %v; Canonicalize writes %q", raw, got, err, want)
 		}
 	})
 }

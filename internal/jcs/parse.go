@@ -402,25 +402,11 @@ func (p *parser) escapedString(start int) (any, error) {
 }
 
 func (p *parser) hex4() (rune, bool) {
-	if p.pos+4 > len(p.data) {
-		return 0, false
+	r, ok := hex4(p.data[p.pos:])
+	if ok {
+		p.pos += 4
 	}
-	var r rune
-	for _, c := range p.data[p.pos : p.pos+4] {
-		r <<= 4
-		switch {
-		case c >= '0' && c <= '9':
-			r |= rune(c - '0')
-		case c >= 'a' && c <= 'f':
-			r |= rune(c - 'a' + 10)
-		case c >= 'A' && c <= 'F':
-			r |= rune(c - 'A' + 10)
-		default:
-			return 0, false
-		}
-	}
-	p.pos += 4
-	return r, true
+	return r, ok
 }
 
 func (p *parser) number() (any, error) {

@@ -25,6 +25,9 @@ type Walker struct {
 	// names interns object member names, if set: a batch of like objects
 	// repeats the same few names in each.
 	names map[string]string
+	// checked refuses member names with an unpaired surrogate escape
+	// (Canonicalizer.Checked).
+	checked bool
 }
 
 // NewWalker returns a Walker over src.
@@ -210,6 +213,9 @@ func (w Walker) String(start, end int) (string, error) {
 
 // name decodes the member name literal src[start:end], interned.
 func (w Walker) name(start, end int) (string, error) {
+	if w.checked && loneSurrogate(w.src[start:end]) {
+		return "", ErrLoneSurrogate
+	}
 	if w.names == nil || end-start < 2 {
 		return w.String(start, end)
 	}
