@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/gyrehq/gyre/internal/gateway"
 	"github.com/gyrehq/gyre/internal/telemetry"
 )
 
@@ -140,38 +141,45 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				s.writeError(sw, r, fmt.Errorf("panic: %v", p))
 			}
 		}
-		status := sw.status
-		if status == 0 {
-			status = http.StatusOK
+		if p != nil || !gateway.AfterResponse(r, func() { s.requestDone(r, sw, info, span, start) }) {
+			s.requestDone(r, sw, info, span, start)
 		}
-		d := s.clock.Now().Sub(start)
-		s.metrics.RequestDone(methodLabel(r.Method), info.route, status, d)
-		level := slog.LevelInfo
-		if info.public && status < 400 {
-			level = slog.LevelDebug
-		}
-		attrs := []slog.Attr{
-			slog.String("method", methodLabel(r.Method)),
-			slog.String("route", info.route),
-			slog.Int("status", status),
-			slog.Float64("duration_ms", float64(d.Microseconds())/1000),
-			slog.Int64("bytes", sw.bytes),
-			slog.String("request_id", info.id),
-		}
-		if info.keyID != "" {
-			attrs = append(attrs, slog.String("key_id", info.keyID))
-		}
-		if sc := span.SpanContext(); sc.IsValid() {
-			attrs = append(attrs, slog.String("trace_id", sc.TraceID().String()))
-		}
-		s.log.LogAttrs(r.Context(), level, "http request", attrs...)
-		endSpan(span, methodLabel(r.Method), info, status)
 		if p == http.ErrAbortHandler {
 			panic(p)
 		}
 	}()
 
 	s.dispatch(sw, r)
+}
+
+// requestDone records a finished request: metrics, access log, span.
+func (s *Server) requestDone(r *http.Request, sw *statusWriter, info *reqInfo, span trace.Span, start time.Time) {
+	status := sw.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	d := s.clock.Now().Sub(start)
+	s.metrics.RequestDone(methodLabel(r.Method), info.route, status, d)
+	level := slog.LevelInfo
+	if info.public && status < 400 {
+		level = slog.LevelDebug
+	}
+	attrs := []slog.Attr{
+		slog.String("method", methodLabel(r.Method)),
+		slog.String("route", info.route),
+		slog.Int("status", status),
+		slog.Float64("duration_ms", float64(d.Microseconds())/1000),
+		slog.Int64("bytes", sw.bytes),
+		slog.String("request_id", info.id),
+	}
+	if info.keyID != "" {
+		attrs = append(attrs, slog.String("key_id", info.keyID))
+	}
+	if sc := span.SpanContext(); sc.IsValid() {
+		attrs = append(attrs, slog.String("trace_id", sc.TraceID().String()))
+	}
+	s.log.LogAttrs(r.Context(), level, "http request", attrs...)
+	endSpan(span, methodLabel(r.Method), info, status)
 }
 
 // dispatch refuses unclean paths, answers unknown paths and wrong methods

@@ -81,6 +81,31 @@ func (c *deliveryConn) CloseWrite() error {
 	return nil
 }
 
+// AfterResponse runs f once the response to r is complete, if the gateway
+// left the response's last write to net/http, after the handler returns,
+// and reports whether it did. Otherwise the response is complete already
+// (or will be by the time the handler returns), and f is not called. The
+// API server ends its access log, metrics and span this way, so that
+// writing them does not hold back a stream's [DONE].
+func AfterResponse(r *http.Request, f func()) bool {
+	dc := deliveryOf(r)
+	return dc != nil && dc.alsoAfterNextWrite(f)
+}
+
+// alsoAfterNextWrite runs f after the report asked for with afterNextWrite,
+// if one is pending, and reports whether one was.
+func (c *deliveryConn) alsoAfterNextWrite(f func()) bool {
+	prev := c.next.Load()
+	if prev == nil {
+		return false
+	}
+	report := func(err error) {
+		(*prev)(err)
+		f()
+	}
+	return c.next.CompareAndSwap(prev, &report)
+}
+
 // deliveryOf returns r's connection when the end of its response can be
 // watched: HTTP/1.x, served through a DeliveryListener.
 func deliveryOf(r *http.Request) *deliveryConn {

@@ -86,6 +86,19 @@ func TestGateway_DoneTravelsWithTheEndOfTheBody(t *testing.T) {
 	if v.Gateway.Completions != n {
 		t.Errorf("%d of %d streams counted: %+v", v.Gateway.Completions, n, v.Gateway.Calls)
 	}
+	// The server's access log for each stream is written after its last
+	// write, and written all the same.
+	logged := 0
+	for range 100 {
+		logged = strings.Count(h.logs.String(), `"msg":"http request","method":"POST","route":"/gw/{token}/v1/chat/completions","status":200`)
+		if logged == n {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if logged != n {
+		t.Errorf("%d access log lines for %d streams:\n%s", logged, n, h.logs.String())
+	}
 }
 
 // writeLog keeps every write made on a listener's connections.

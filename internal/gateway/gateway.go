@@ -455,14 +455,25 @@ func (g *Gateway) checkBudget(ctx context.Context, a store.GatewayAccess, inflig
 // readBody reads a request body, already capped by the server, undoing a
 // gzip Content-Encoding under the same cap.
 func readBody(r *http.Request, max int64) ([]byte, *apiError) {
-	tooLarge := &apiError{Status: http.StatusRequestEntityTooLarge, Code: CodeBodyTooLarge,
-		Message: fmt.Sprintf("The request body is larger than the gateway's limit of %d bytes.", max)}
+	tooLarge := func() *apiError {
+		return &apiError{Status: http.StatusRequestEntityTooLarge, Code: CodeBodyTooLarge,
+			Message: fmt.Sprintf("The request body is larger than the gateway's limit of %d bytes.", max)}
+	}
 	if r.ContentLength > max {
-		return nil, tooLarge
+		return nil, tooLarge()
 	}
 	var body io.Reader = r.Body
 	switch enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc {
 	case "", "identity":
+		if r.ContentLength > 0 {
+			// The size is known (net/http reads no more than it): one
+			// buffer of it, not a growing one.
+			b := make([]byte, r.ContentLength)
+			if _, err := io.ReadFull(r.Body, b); err != nil {
+				return nil, readError(err, tooLarge)
+			}
+			return b, nil
+		}
 	case "gzip", "x-gzip":
 		zr, err := gzip.NewReader(r.Body)
 		if err != nil {
@@ -476,14 +487,19 @@ func readBody(r *http.Request, max int64) ([]byte, *apiError) {
 	}
 	b, err := io.ReadAll(io.LimitReader(body, max+1))
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, tooLarge
-		}
-		return nil, errInvalid("", "The request body could not be read.")
+		return nil, readError(err, tooLarge)
 	}
 	if int64(len(b)) > max {
-		return nil, tooLarge
+		return nil, tooLarge()
 	}
 	return b, nil
+}
+
+// readError is the answer to a body that could not be read.
+func readError(err error, tooLarge func() *apiError) *apiError {
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return tooLarge()
+	}
+	return errInvalid("", "The request body could not be read.")
 }
