@@ -11,7 +11,9 @@
 //
 // Latency is measured from each request's scheduled send time (so a
 // backlog counts) to the end of its answer: the whole body, or for a
-// stream the [DONE] event. gyre runs in a child process of its own, as
+// stream the [DONE] event, where the client closes the stream as openai-go
+// does (its connection is reused only if the end of the body came with
+// [DONE]; NEW_CONNS counts those that were not). gyre runs in a child process of its own, as
 // gyre serve would (garbage collection at 4x the live heap unless GOGC is
 // set, JSON access logs written to a file), so that its collector and the
 // load generator's do not stall each other; the load generator and the
@@ -32,6 +34,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -178,8 +181,11 @@ func run() error {
 			if o.warmup > 0 {
 				phase(client, target, stream, o.rate, o.warmup)
 			}
+			dialled.Store(0)
 			lat, first, fails := phase(client, target, stream, o.rate, o.duration)
-			results = append(results, summarize(mode(stream), via, lat, first, fails))
+			r := summarize(mode(stream), via, lat, first, fails)
+			r.NewConns = int(dialled.Load())
+			results = append(results, r)
 		}
 	}
 	load1 := loadavg()
@@ -695,6 +701,11 @@ func send(client *http.Client, url, key string, stream bool, at time.Time) (time
 	if err != nil {
 		return 0, 0, err
 	}
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) {
+		if !i.Reused {
+			dialled.Add(1)
+		}
+	}}))
 	req.Header.Set("Content-Type", "application/json")
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
@@ -729,6 +740,9 @@ func send(client *http.Client, url, key string, stream bool, at time.Time) (time
 	return 0, 0, errors.New("stream ended without [DONE]")
 }
 
+// dialled counts the connections the load generator opens in a phase.
+var dialled atomic.Int64
+
 type result struct {
 	Mode     string `json:"mode"`
 	Path     string `json:"path"`
@@ -740,6 +754,10 @@ type result struct {
 	P99MS      float64 `json:"p99_ms"`
 	FirstP50MS float64 `json:"first_event_p50_ms"`
 	FirstP99MS float64 `json:"first_event_p99_ms"`
+	// NewConns counts the requests that opened a connection rather than
+	// reuse one: a client that stops at [DONE] (as openai-go does) can
+	// reuse its connection only if the end of the body came with it.
+	NewConns int `json:"new_connections"`
 }
 
 func quantile(lat []time.Duration, p float64) float64 {
@@ -806,10 +824,11 @@ func report(w io.Writer, o options, rs []result, load0, load1 string, recorded, 
 			"load_average_before": load0, "load_average_after": load1, "gomaxprocs": runtime.GOMAXPROCS(0),
 			"gateway_records": recorded, "gateway_counted": counted, "cpu_us_per_request": cpuMicros(cpu)})
 	}
-	fmt.Fprintf(w, "%-14s %-8s %9s %6s %9s %9s %12s %12s\n", "MODE", "PATH", "REQUESTS", "FAILS", "P50_MS", "P99_MS", "1ST_P50_MS", "1ST_P99_MS")
+	fmt.Fprintf(w, "%-14s %-8s %9s %6s %9s %9s %12s %12s %10s\n", "MODE", "PATH", "REQUESTS", "FAILS", "P50_MS", "P99_MS", "1ST_P50_MS",
+		"1ST_P99_MS", "NEW_CONNS")
 	for _, r := range rs {
-		fmt.Fprintf(w, "%-14s %-8s %9d %6d %9.3f %9.3f %12.3f %12.3f\n", r.Mode, r.Path, r.Requests, r.Failures, r.P50MS, r.P99MS,
-			r.FirstP50MS, r.FirstP99MS)
+		fmt.Fprintf(w, "%-14s %-8s %9d %6d %9.3f %9.3f %12.3f %12.3f %10d\n", r.Mode, r.Path, r.Requests, r.Failures, r.P50MS, r.P99MS,
+			r.FirstP50MS, r.FirstP99MS, r.NewConns)
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "%-14s %-8s %12s %12s %10s %10s %15s %15s\n", "MODE", "PATH", "ADDED_P50", "ADDED_P99", "RATIO_P50", "RATIO_P99",
