@@ -36,14 +36,8 @@ var servers = []struct {
 func TestGateway_DoneTravelsWithTheEndOfTheBody(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, sqliteEngine, harnessOpts{})
-	h.up.set(func(w http.ResponseWriter, r *http.Request, body []byte) {
-		startStream(w)
-		sse(w, chunkJSON(`{"role":"assistant","content":"a"}`, ""))
-		time.Sleep(5 * time.Millisecond) // the first event goes out alone, so the body is chunked
-		sse(w, chunkJSON(`{"content":"b"}`, ""))
-		sse(w, chunkJSON(`{}`, "stop"))
-		sse(w, "[DONE]")
-	})
+	// The first event goes out alone, so the body is chunked.
+	h.up.set(func(w http.ResponseWriter, r *http.Request, body []byte) { streamFirstAlone(w, 5*time.Millisecond) })
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -150,21 +144,12 @@ func TestGateway_StreamWhoseDoneIsNotWrittenDoesNotCount(t *testing.T) {
 			h := newHarness(t, sqliteEngine, harnessOpts{plainServer: srv.plain, wrapListener: func(ln net.Listener) net.Listener {
 				return failDoneListener{ln}
 			}})
-			h.up.set(func(w http.ResponseWriter, r *http.Request, body []byte) {
-				startStream(w)
-				sse(w, chunkJSON(`{"role":"assistant","content":"a"}`, ""))
-				time.Sleep(20 * time.Millisecond) // the first event goes out alone
-				sse(w, chunkJSON(`{}`, "stop"))
-				sse(w, "[DONE]")
-			})
+			h.up.set(func(w http.ResponseWriter, r *http.Request, body []byte) { streamFirstAlone(w, 20*time.Millisecond) })
 			rr := h.rollout(`,"policy":"p1"`)
 			// The rollout's first completion, made durable before [DONE],
 			// and a later one, whose [DONE] goes out first.
 			for i := range 2 {
-				req, _ := http.NewRequest(http.MethodPost, h.ts.URL+"/gw/"+gatewayToken(rr)+"/v1/chat/completions",
-					strings.NewReader(`{"model":"m","stream":true,"messages":[{"role":"user","content":"x"}]}`))
-				req.Header.Set("Authorization", "Bearer "+rr.APIKey)
-				resp, err := h.ts.Client().Do(req)
+				resp, err := h.postStream(rr)
 				if err != nil {
 					t.Fatal(err)
 				}

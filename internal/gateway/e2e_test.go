@@ -845,10 +845,7 @@ func TestGateway_StreamCountsWhenTheClientClosesAfterDone(t *testing.T) {
 	rr := h.rollout(`,"policy":"p1"`)
 	const n = 20
 	for range n {
-		req, _ := http.NewRequest(http.MethodPost, h.ts.URL+"/gw/"+gatewayToken(rr)+"/v1/chat/completions",
-			strings.NewReader(`{"model":"m","stream":true,"messages":[{"role":"user","content":"x"}]}`))
-		req.Header.Set("Authorization", "Bearer "+rr.APIKey)
-		resp, err := h.ts.Client().Do(req)
+		resp, err := h.postStream(rr)
 		if err != nil {
 			t.Fatal(err)
 		}

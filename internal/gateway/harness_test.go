@@ -193,6 +193,17 @@ func usageChunk() string {
 
 // streamText streams content in pieces, then the usage chunk when the
 // request asked for it, then [DONE] unless noDone.
+// streamFirstAlone streams a text answer whose first event goes out
+// alone, pause before the rest.
+func streamFirstAlone(w http.ResponseWriter, pause time.Duration) {
+	startStream(w)
+	sse(w, chunkJSON(`{"role":"assistant","content":"a"}`, ""))
+	time.Sleep(pause)
+	sse(w, chunkJSON(`{"content":"b"}`, ""))
+	sse(w, chunkJSON(`{}`, "stop"))
+	sse(w, "[DONE]")
+}
+
 func streamText(w http.ResponseWriter, body []byte, pieces []string, noDone bool) {
 	startStream(w)
 	sse(w, chunkJSON(`{"role":"assistant","content":""}`, ""))
@@ -415,6 +426,18 @@ func (h *harness) rollout(extra string) flywheel.RolloutRequest {
 func gatewayToken(rr flywheel.RolloutRequest) string {
 	_, rest, _ := strings.Cut(rr.LLMURL, "/gw/")
 	return strings.TrimSuffix(rest, "/v1")
+}
+
+// postStream starts a streamed chat completion on rr's gateway with a
+// plain HTTP client, for tests that read the raw stream.
+func (h *harness) postStream(rr flywheel.RolloutRequest) (*http.Response, error) {
+	req, err := http.NewRequest(http.MethodPost, h.ts.URL+"/gw/"+gatewayToken(rr)+"/v1/chat/completions",
+		strings.NewReader(`{"model":"m","stream":true,"messages":[{"role":"user","content":"x"}]}`))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+rr.APIKey)
+	return h.ts.Client().Do(req)
 }
 
 // client is the official OpenAI SDK pointed at a rollout's llm_url, with
