@@ -235,3 +235,95 @@ func TestGateway_StreamsCountOnEitherServer(t *testing.T) {
 		})
 	}
 }
+
+// TestGateway_UpstreamConnectionOutlivesTheStream: an upstream that ends
+// its body in a write of its own after [DONE] (as servers that stream
+// through ASGI do) keeps its connection to the gateway for the next call:
+// the gateway reads the body to its end after relaying [DONE] instead of
+// dropping the connection. An upstream that sends more than the end, or
+// nothing for a long time, is cut off.
+func TestGateway_UpstreamConnectionOutlivesTheStream(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, sqliteEngine, harnessOpts{})
+	var (
+		mu    sync.Mutex
+		peers = map[string]bool{}
+	)
+	h.up.set(func(w http.ResponseWriter, r *http.Request, body []byte) {
+		mu.Lock()
+		peers[r.RemoteAddr] = true
+		mu.Unlock()
+		startStream(w)
+		sse(w, chunkJSON(`{"role":"assistant","content":"a"}`, "stop"))
+		sse(w, "[DONE]")
+		time.Sleep(5 * time.Millisecond) // the end of the body comes later
+	})
+	rr := h.rollout(`,"policy":"p1"`)
+	cl := h.client(rr)
+	for i := range 4 {
+		stream := cl.Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{Model: "m",
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}})
+		for stream.Next() {
+		}
+		if err := stream.Err(); err != nil {
+			t.Fatalf("stream %d: %v", i, err)
+		}
+		time.Sleep(20 * time.Millisecond) // the end of the body has come
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(peers) != 1 {
+		t.Errorf("the gateway opened %d connections to the upstream for 4 streams, want 1", len(peers))
+	}
+}
+
+// TestGateway_UpstreamThatLingersAfterDoneIsCutOff: reading an upstream's
+// body past [DONE] is bounded: one that then sends nothing is cancelled
+// after drainWait, one that sends on is cut off after drainBytes, and
+// neither holds back the client or the count.
+func TestGateway_UpstreamThatLingersAfterDoneIsCutOff(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		after func(w http.ResponseWriter)
+	}{
+		{"silent", func(w http.ResponseWriter) {}},
+		{"chatty", func(w http.ResponseWriter) {
+			for range 64 {
+				sse(w, ": "+strings.Repeat("x", 1024))
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, sqliteEngine, harnessOpts{})
+			cut := make(chan struct{})
+			h.up.set(func(w http.ResponseWriter, r *http.Request, body []byte) {
+				startStream(w)
+				sse(w, chunkJSON(`{"role":"assistant","content":"a"}`, "stop"))
+				sse(w, "[DONE]")
+				tc.after(w)
+				select {
+				case <-r.Context().Done():
+					close(cut)
+				case <-time.After(10 * time.Second):
+				}
+			})
+			rr := h.rollout(`,"policy":"p1"`)
+			r := h.do(http.MethodPost, "/gw/"+gatewayToken(rr)+"/v1/chat/completions", rr.APIKey,
+				[]byte(`{"model":"m","stream":true,"messages":[{"role":"user","content":"x"}]}`))
+			if r.status != 200 || !strings.HasSuffix(string(r.body), "data: [DONE]\n\n") {
+				t.Fatalf("%d %q", r.status, r.body)
+			}
+			select {
+			case <-cut:
+			case <-time.After(5 * time.Second):
+				t.Fatal("the gateway kept reading the upstream's body")
+			}
+			v := waitCall(t, h, rr.RolloutID, func(v view) bool { return len(v.Gateway.Calls) == 1 })
+			if !v.Gateway.Calls[0].Counted {
+				t.Errorf("call %+v", v.Gateway.Calls[0])
+			}
+		})
+	}
+}

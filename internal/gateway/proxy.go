@@ -43,7 +43,10 @@ type call struct {
 	// answered is when a stream's last write went out, if the handler
 	// returned before it (see deliveryConn).
 	answered time.Time
-	finished bool
+	// upstreamDone: the upstream sent [DONE]; its body may be read to the
+	// end once the call is over (drainUpstream).
+	upstreamDone bool
+	finished     bool
 	// span is the upstream call's client span, once one is sent.
 	span trace.Span
 }
@@ -196,9 +199,15 @@ func (c *call) proxy() {
 			attribute.Bool("gyre.stream", c.req.stream),
 		))
 	c.span = span
+	// The upstream request ends with the call (the client leaving, a
+	// revocation, the handler returning), except that after a stream's
+	// [DONE] it may read on to the end of the body (drainUpstream).
+	upCtx, upCancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	unlink := context.AfterFunc(c.ctx, func() { upCancel(context.Cause(c.ctx)) })
 	c.sent = time.Now()
-	resp, err := c.up.post(ctx, c.fwd.body, c.req.stream)
+	resp, err := c.up.post(upCtx, c.fwd.body, c.req.stream)
 	if err != nil {
+		upCancel(nil)
 		c.ended = time.Now()
 		switch reason := c.gone(); reason {
 		case ReasonRevoked:
@@ -212,7 +221,14 @@ func (c *call) proxy() {
 		}
 		return
 	}
-	defer resp.Body.Close()
+	defer func() {
+		if c.upstreamDone && unlink() {
+			go drainUpstream(resp.Body, upCancel)
+			return
+		}
+		resp.Body.Close()
+		upCancel(nil)
+	}()
 	c.headers = time.Now()
 	first := c.g.clock.Now()
 	c.rec.FirstByteAt = &first
@@ -478,6 +494,7 @@ func (c *call) stream(resp *http.Response) {
 			continue
 		}
 		if string(bytes.TrimSpace(data)) == "[DONE]" {
+			c.upstreamDone = true
 			break
 		}
 		if size += len(data); int64(size) > c.g.cfg.MaxResponseBytes {
@@ -615,6 +632,27 @@ func (c *call) endedStream(status int, incomplete string) {
 	}
 	c.finish(status, true, "")
 }
+
+// Bounds on reading an upstream's body past [DONE].
+const (
+	drainBytes = 4 << 10
+	drainWait  = time.Second
+)
+
+// drainUpstream reads what an upstream sends after a stream's [DONE]
+// (usually only the end of the chunked body, which servers that stream
+// through ASGI write separately) so that the connection can carry the
+// next request instead of being dropped, then closes the body. It gives
+// up after drainBytes or drainWait.
+func drainUpstream(body io.ReadCloser, cancel context.CancelCauseFunc) {
+	t := time.AfterFunc(drainWait, func() { cancel(errDrainTimedOut) })
+	_, _ = io.Copy(io.Discard, io.LimitReader(body, drainBytes))
+	t.Stop()
+	body.Close()
+	cancel(nil)
+}
+
+var errDrainTimedOut = errors.New("the upstream did not end its body after [DONE]")
 
 // backlogEvent is a relayed event's data, with its chunk once parsed.
 type backlogEvent struct {
