@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"sync/atomic"
@@ -57,12 +58,33 @@ func (c *deliveryConn) afterNextWrite(report func(error)) { c.next.Store(&report
 
 func (c *deliveryConn) Write(p []byte) (int, error) {
 	n, err := c.Conn.Write(p)
+	c.wrote(err)
+	return n, err
+}
+
+// ReadFrom keeps net/http's sendfile path for file bodies, which it takes
+// only when the connection is an io.ReaderFrom.
+func (c *deliveryConn) ReadFrom(r io.Reader) (int64, error) {
+	var (
+		n   int64
+		err error
+	)
+	if rf, ok := c.Conn.(io.ReaderFrom); ok {
+		n, err = rf.ReadFrom(r)
+	} else {
+		n, err = io.Copy(struct{ io.Writer }{c.Conn}, r)
+	}
+	c.wrote(err)
+	return n, err
+}
+
+// wrote makes the report asked for, if any, of a write that ended in err.
+func (c *deliveryConn) wrote(err error) {
 	if c.next.Load() != nil {
 		if report := c.next.Swap(nil); report != nil {
 			(*report)(err)
 		}
 	}
-	return n, err
 }
 
 func (c *deliveryConn) Close() error {

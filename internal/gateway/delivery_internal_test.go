@@ -3,6 +3,7 @@ package gateway
 import (
 	"errors"
 	"net"
+	"strings"
 	"testing"
 )
 
@@ -14,13 +15,15 @@ func TestDeliveryConn_ReportsTheNextWriteOnce(t *testing.T) {
 	cases := []struct {
 		name    string
 		writeOK bool
-		steps   string // w: write, c: close
+		steps   string // w: write, r: ReadFrom, c: close
 		want    []error
 	}{
 		{"write succeeds", true, "ww", []error{nil}},
 		{"write fails", false, "w", []error{boom}},
 		{"closed before a write", true, "cw", []error{net.ErrClosed}},
 		{"written then closed", true, "wc", []error{nil}},
+		{"read from a reader", true, "rw", []error{nil}},
+		{"read from a reader fails", false, "r", []error{boom}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -43,9 +46,12 @@ func TestDeliveryConn_ReportsTheNextWriteOnce(t *testing.T) {
 			var got []error
 			dc.afterNextWrite(func(err error) { got = append(got, err) })
 			for _, s := range tc.steps {
-				if s == 'w' {
+				switch s {
+				case 'w':
 					_, _ = dc.Write([]byte("x"))
-				} else {
+				case 'r':
+					_, _ = dc.ReadFrom(strings.NewReader("x"))
+				default:
 					_ = dc.Close()
 				}
 			}
