@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -526,18 +527,32 @@ func (s *Server) finishLocked(run *Run, status Status, res Result, msg string) {
 	run.artifacts = append(run.artifacts, res.Artifacts...)
 	run.cancel = nil
 	run.finishTrajectoryLocked()
+}
+
+// recordFinished queues a run that finishLocked ended for retention, in
+// the order the runs finished whatever order this is called in, and then
+// lets its waiters go: a run Wait has seen end is already subject to
+// retention.
+func (s *Server) recordFinished(run *Run) {
+	s.mu.Lock()
+	if _, ok := s.runs[run.id]; ok {
+		at := run.finished()
+		i := len(s.finished)
+		for i > 0 && s.finished[i-1].finished().After(at) {
+			i--
+		}
+		s.finished = slices.Insert(s.finished, i, run)
+		s.pruneLocked(s.opts.Now())
+	}
+	s.mu.Unlock()
 	close(run.done)
 }
 
-// recordFinished queues a terminal run for retention.
-func (s *Server) recordFinished(run *Run) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.runs[run.id]; !ok {
-		return
-	}
-	s.finished = append(s.finished, run)
-	s.pruneLocked(s.opts.Now())
+// finished is when the run ended.
+func (run *Run) finished() time.Time {
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	return run.finishedAt
 }
 
 // pruneLocked drops finished runs beyond RetainRuns or older than
@@ -545,10 +560,7 @@ func (s *Server) recordFinished(run *Run) {
 func (s *Server) pruneLocked(now time.Time) {
 	drop := 0
 	for drop < len(s.finished) {
-		run := s.finished[drop]
-		run.mu.Lock()
-		old := now.Sub(run.finishedAt) > s.opts.RetainFor
-		run.mu.Unlock()
+		old := now.Sub(s.finished[drop].finished()) > s.opts.RetainFor
 		if len(s.finished)-drop <= s.opts.RetainRuns && !old {
 			break
 		}
