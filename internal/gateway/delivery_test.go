@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -36,8 +37,8 @@ var servers = []struct {
 func TestGateway_DoneTravelsWithTheEndOfTheBody(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, sqliteEngine, harnessOpts{})
-	// The first event goes out alone, so the body is chunked.
-	h.up.set(func(w http.ResponseWriter, r *http.Request, body []byte) { streamFirstAlone(w, 5*time.Millisecond) })
+	var g gates
+	h.up.set(func(w http.ResponseWriter, r *http.Request, body []byte) { streamFirstAlone(w, g.current()) })
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -52,12 +53,17 @@ func TestGateway_DoneTravelsWithTheEndOfTheBody(t *testing.T) {
 	cl := h.client(rr, option.WithHTTPClient(&http.Client{}))
 	const n = 5
 	for i := range n {
+		next := g.open()
 		stream := cl.Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{Model: "m",
 			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}})
 		var text strings.Builder
 		for stream.Next() {
 			if ch := stream.Current(); len(ch.Choices) > 0 {
 				text.WriteString(ch.Choices[0].Delta.Content)
+			}
+			if next != nil {
+				close(next) // the first event is here: the rest may come
+				next = nil
 			}
 		}
 		if err := stream.Err(); err != nil || text.String() != "ab" {
@@ -144,18 +150,27 @@ func TestGateway_StreamWhoseDoneIsNotWrittenDoesNotCount(t *testing.T) {
 			h := newHarness(t, sqliteEngine, harnessOpts{plainServer: srv.plain, wrapListener: func(ln net.Listener) net.Listener {
 				return failDoneListener{ln}
 			}})
-			h.up.set(func(w http.ResponseWriter, r *http.Request, body []byte) { streamFirstAlone(w, 20*time.Millisecond) })
+			var g gates
+			h.up.set(func(w http.ResponseWriter, r *http.Request, body []byte) { streamFirstAlone(w, g.current()) })
 			rr := h.rollout(`,"policy":"p1"`)
 			// The rollout's first completion, made durable before [DONE],
 			// and a later one, whose [DONE] goes out first.
 			for i := range 2 {
+				next := g.open()
 				resp, err := h.postStream(rr)
 				if err != nil {
 					t.Fatal(err)
 				}
-				got, err := io.ReadAll(resp.Body)
+				br := bufio.NewReader(resp.Body)
+				first, err := br.ReadString('\n') // the first event's data line
+				if err != nil {
+					t.Fatalf("stream %d: %v", i, err)
+				}
+				close(next)
+				rest, err := io.ReadAll(br)
+				got := first + string(rest)
 				resp.Body.Close()
-				if err == nil || !strings.Contains(string(got), `"content":"a"`) || strings.Contains(string(got), "[DONE]") {
+				if err == nil || !strings.Contains(got, `"content":"a"`) || strings.Contains(got, "[DONE]") {
 					t.Fatalf("stream %d: the client read %q, %v; want the first event, then the connection lost", i, got, err)
 				}
 			}

@@ -194,14 +194,39 @@ func usageChunk() string {
 // streamText streams content in pieces, then the usage chunk when the
 // request asked for it, then [DONE] unless noDone.
 // streamFirstAlone streams a text answer whose first event goes out
-// alone, pause before the rest.
-func streamFirstAlone(w http.ResponseWriter, pause time.Duration) {
+// alone: the rest follows when the client has the first (next is
+// closed), so the gateway's answer is a chunked body.
+func streamFirstAlone(w http.ResponseWriter, next <-chan struct{}) {
 	startStream(w)
 	sse(w, chunkJSON(`{"role":"assistant","content":"a"}`, ""))
-	time.Sleep(pause)
+	select {
+	case <-next:
+	case <-time.After(10 * time.Second):
+	}
 	sse(w, chunkJSON(`{"content":"b"}`, ""))
 	sse(w, chunkJSON(`{}`, "stop"))
 	sse(w, "[DONE]")
+}
+
+// gates hands out one gate per request: the test closes the current one
+// when its client has the first event.
+type gates struct {
+	mu   sync.Mutex
+	next chan struct{}
+}
+
+// open starts a new gate and returns it, for the next request.
+func (g *gates) open() chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.next = make(chan struct{})
+	return g.next
+}
+
+func (g *gates) current() <-chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.next
 }
 
 func streamText(w http.ResponseWriter, body []byte, pieces []string, noDone bool) {
