@@ -263,6 +263,7 @@ func TestGateway_UpstreamConnectionOutlivesTheStream(t *testing.T) {
 	var (
 		mu    sync.Mutex
 		peers = map[string]bool{}
+		ended = make(chan struct{}, 1)
 	)
 	h.up.set(func(w http.ResponseWriter, r *http.Request, body []byte) {
 		mu.Lock()
@@ -272,6 +273,7 @@ func TestGateway_UpstreamConnectionOutlivesTheStream(t *testing.T) {
 		sse(w, chunkJSON(`{"role":"assistant","content":"a"}`, "stop"))
 		sse(w, "[DONE]")
 		time.Sleep(5 * time.Millisecond) // the end of the body comes later
+		ended <- struct{}{}
 	})
 	rr := h.rollout(`,"policy":"p1"`)
 	cl := h.client(rr)
@@ -283,7 +285,8 @@ func TestGateway_UpstreamConnectionOutlivesTheStream(t *testing.T) {
 		if err := stream.Err(); err != nil {
 			t.Fatalf("stream %d: %v", i, err)
 		}
-		time.Sleep(20 * time.Millisecond) // the end of the body has come
+		<-ended
+		time.Sleep(50 * time.Millisecond) // for the gateway to read the end and pool the connection
 	}
 	mu.Lock()
 	defer mu.Unlock()
