@@ -20,7 +20,10 @@ import (
 // (SPEC §6.3). Elsewhere (another server, HTTP/2) it flushes [DONE] itself.
 
 // DeliveryListener wraps ln so that the gateway can tell whether a
-// response's last write reached each connection it accepts.
+// response's last write reached each connection it accepts. It is meant
+// for a plain TCP listener (gyre serve terminates no TLS itself): net/http
+// knows a TLS connection, for HTTP/2 and Request.TLS, only by its type,
+// which the wrapper hides.
 func DeliveryListener(ln net.Listener) net.Listener { return deliveryListener{ln} }
 
 // DeliveryContext is an http.Server's ConnContext for connections from a
