@@ -317,18 +317,14 @@ func (c *call) whole(resp *http.Response) {
 		return
 	}
 	c.response = body
-	var shape answerShape
-	if json.Unmarshal(body, &shape) == nil {
-		for _, ch := range shape.Choices {
-			for _, tc := range ch.Message.ToolCalls {
-				if tc.ID != "" {
-					c.rec.EmittedIDs = append(c.rec.EmittedIDs, tc.ID)
-				}
-			}
-		}
-		c.setUsage(shape.Usage)
+	// The answer is read for the record after it is written, except for
+	// the rollout's first completion on this replica, whose provisional
+	// record must be durable before the answer goes out (beforeCounted).
+	first := c.rec.RolloutID != nil && c.g.rec.needsDurableCount(*c.rec.RolloutID)
+	if first {
+		c.readAnswer(body)
+		c.beforeCounted(resp.StatusCode)
 	}
-	c.beforeCounted(resp.StatusCode)
 	h := c.w.Header()
 	copyAnswerHeaders(h, resp.Header)
 	if h.Get("Content-Type") == "" {
@@ -340,6 +336,9 @@ func (c *call) whole(resp *http.Response) {
 	if werr == nil {
 		werr = http.NewResponseController(c.w).Flush()
 	}
+	if !first {
+		c.readAnswer(body)
+	}
 	// A client may close the connection as soon as it has the answer, so
 	// only a failed write or flush means it was not delivered.
 	if werr != nil {
@@ -347,6 +346,23 @@ func (c *call) whole(resp *http.Response) {
 		return
 	}
 	c.finish(resp.StatusCode, true, "")
+}
+
+// readAnswer puts what a whole answer says on the record: the tool call
+// ids it emitted and its usage.
+func (c *call) readAnswer(body []byte) {
+	var shape answerShape
+	if json.Unmarshal(body, &shape) != nil {
+		return
+	}
+	for _, ch := range shape.Choices {
+		for _, tc := range ch.Message.ToolCalls {
+			if tc.ID != "" {
+				c.rec.EmittedIDs = append(c.rec.EmittedIDs, tc.ID)
+			}
+		}
+	}
+	c.setUsage(shape.Usage)
 }
 
 // usageShape is the part of usage that cost and budgets read.
