@@ -132,7 +132,7 @@ func Open(ctx context.Context, cfg Config) (*sqlstore.Store, error) {
 			return nil, errors.Join(fmt.Errorf("sqlite: %w", err), writer.Close())
 		}
 	}
-	reader, err := openDB(ctx, dsn(cfg.Path, cfg.BusyTimeout, false))
+	reader, err := openDB(ctx, dsn(cfg.Path, cfg.BusyTimeout, false), cfg.BusyTimeout)
 	if err != nil {
 		return nil, errors.Join(err, writer.Close())
 	}
@@ -180,7 +180,7 @@ func Migrate(ctx context.Context, cfg Config) error {
 // openWriter opens the single-connection write handle and checks that the
 // database really is in WAL mode.
 func openWriter(ctx context.Context, cfg Config) (*sql.DB, error) {
-	db, err := openDB(ctx, dsn(cfg.Path, cfg.BusyTimeout, true))
+	db, err := openDB(ctx, dsn(cfg.Path, cfg.BusyTimeout, true), cfg.BusyTimeout)
 	if err != nil {
 		return nil, err
 	}
@@ -201,7 +201,12 @@ func openWriter(ctx context.Context, cfg Config) (*sql.DB, error) {
 	return db, nil
 }
 
-func openDB(ctx context.Context, dsn string) (*sql.DB, error) {
+// openDB opens a handle and connects it. Connecting runs the PRAGMAs (see
+// dsn), and switching a new file to WAL can fail with SQLITE_BUSY without
+// SQLite's busy handler ever waiting, when other processes open the same
+// new file at the same moment; so a busy connect is retried, for up to
+// busy.
+func openDB(ctx context.Context, dsn string, busy time.Duration) (*sql.DB, error) {
 	conn, err := newCachingConnector(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open: %w", err)
@@ -210,10 +215,27 @@ func openDB(ctx context.Context, dsn string) (*sql.DB, error) {
 	// sql.Open connects lazily; connect now so that a bad path or a
 	// refused PRAGMA fails Open, and so that the writer switches the file
 	// to WAL before any reader connects.
-	if err := db.PingContext(ctx); err != nil {
-		return nil, errors.Join(fmt.Errorf("sqlite: connect: %w", err), db.Close())
+	deadline := time.Now().Add(busy)
+	for wait := time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
+		err := db.PingContext(ctx)
+		if err == nil {
+			return db, nil
+		}
+		if !isBusy(err) || time.Now().Add(wait).After(deadline) {
+			return nil, errors.Join(fmt.Errorf("sqlite: connect: %w", err), db.Close())
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return nil, errors.Join(fmt.Errorf("sqlite: connect: %w", err), db.Close())
+		}
 	}
-	return db, nil
+}
+
+// isBusy reports whether err is SQLITE_BUSY, or one of its extended codes.
+func isBusy(err error) bool {
+	var e *sqlite.Error
+	return errors.As(err, &e) && e.Code()&0xff == sqlite3.SQLITE_BUSY
 }
 
 // dsn builds the connection string of the writer or of a reader. Each

@@ -231,3 +231,51 @@ func TestAwkwardPath(t *testing.T) {
 		t.Errorf("lock file not next to the database: %v", err)
 	}
 }
+
+// TestOpenDB_RetriesABusyConnect: switching a file to WAL needs it to
+// itself, and SQLite can answer SQLITE_BUSY without waiting in its busy
+// handler (several processes opening one new file at once did, in
+// TestEngine/MigrateConcurrentProcesses). Here busy_timeout is 0, so the
+// PRAGMA fails at once while another connection holds the file: openDB
+// retries until the file is free, and gives up after its bound.
+func TestOpenDB_RetriesABusyConnect(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "busy.db")
+	holder, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	holder.SetMaxOpenConns(1)
+	ctx := context.Background()
+	hold := func() *sql.Tx {
+		tx, err := holder.BeginTx(ctx, nil)
+		if err == nil {
+			_, err = tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS t (x)`)
+		}
+		if err == nil {
+			_, err = tx.ExecContext(ctx, `INSERT INTO t VALUES (1)`) // an exclusive lock once it spills; a reserved one now
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tx
+	}
+
+	tx := hold()
+	_, err = openDB(ctx, dsn(path, 0, true), 50*time.Millisecond)
+	if !isBusy(err) {
+		t.Fatalf("connect while the file is held: %v, want SQLITE_BUSY after the bound", err)
+	}
+
+	time.AfterFunc(200*time.Millisecond, func() { _ = tx.Rollback() })
+	db, err := openDB(ctx, dsn(path, 0, true), 10*time.Second)
+	if err != nil {
+		t.Fatalf("connect once the file is free: %v", err)
+	}
+	defer db.Close()
+	var mode string
+	if err := db.QueryRowContext(ctx, `PRAGMA journal_mode`).Scan(&mode); err != nil || mode != "wal" {
+		t.Errorf("journal mode %q, %v", mode, err)
+	}
+}
