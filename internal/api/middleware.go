@@ -116,7 +116,9 @@ func methodLabel(m string) string {
 }
 
 // ServeHTTP is the outermost layer: request id, panic recovery, access
-// log and metrics around the route table.
+// log and metrics around the route table. The log, metrics and span of a
+// stream whose last write the gateway left to net/http are recorded once
+// that write is done (gateway.AfterResponse), not before it.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := s.clock.Now()
 	sw := &statusWriter{ResponseWriter: w}
