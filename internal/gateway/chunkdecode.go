@@ -6,6 +6,8 @@ import (
 	"errors"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/gyrehq/gyre/internal/jcs"
 )
 
 // decodeChunk decodes a stream event's data into ch exactly as
@@ -37,16 +39,7 @@ type chunkDecoder struct {
 	i int
 }
 
-func (d *chunkDecoder) ws() {
-	for d.i < len(d.b) {
-		switch d.b[d.i] {
-		case ' ', '\t', '\n', '\r':
-			d.i++
-		default:
-			return
-		}
-	}
-}
+func (d *chunkDecoder) ws() { d.i = jcs.SkipSpace(d.b, d.i) }
 
 // peek returns the first byte of the next value.
 func (d *chunkDecoder) peek() byte {

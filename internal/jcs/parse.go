@@ -127,16 +127,7 @@ func (p *parser) syntax(detail string) *Error {
 	return p.fail(ErrSyntax, detail)
 }
 
-func (p *parser) skipSpace() {
-	for p.pos < len(p.data) {
-		switch p.data[p.pos] {
-		case ' ', '\t', '\n', '\r':
-			p.pos++
-		default:
-			return
-		}
-	}
-}
+func (p *parser) skipSpace() { p.pos = SkipSpace(p.data, p.pos) }
 
 func (p *parser) value() (any, error) {
 	if p.pos >= len(p.data) {

@@ -39,9 +39,13 @@ const maxInternedNames = 256
 
 // Space returns the offset of the first byte at or after pos that is not
 // JSON whitespace (len(src) if there is none).
-func (w Walker) Space(pos int) int {
-	for pos < len(w.src) {
-		switch w.src[pos] {
+func (w Walker) Space(pos int) int { return SkipSpace(w.src, pos) }
+
+// SkipSpace returns the offset of the first byte of b at or after pos
+// that is not JSON whitespace (len(b) if there is none).
+func SkipSpace(b []byte, pos int) int {
+	for pos < len(b) {
+		switch b[pos] {
 		case ' ', '\t', '\n', '\r':
 			pos++
 		default:
