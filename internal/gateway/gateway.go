@@ -455,12 +455,8 @@ func (g *Gateway) checkBudget(ctx context.Context, a store.GatewayAccess, inflig
 // readBody reads a request body, already capped by the server, undoing a
 // gzip Content-Encoding under the same cap.
 func readBody(r *http.Request, max int64) ([]byte, *apiError) {
-	tooLarge := func() *apiError {
-		return &apiError{Status: http.StatusRequestEntityTooLarge, Code: CodeBodyTooLarge,
-			Message: fmt.Sprintf("The request body is larger than the gateway's limit of %d bytes.", max)}
-	}
 	if r.ContentLength > max {
-		return nil, tooLarge()
+		return nil, bodyTooLarge(max)
 	}
 	var body io.Reader = r.Body
 	switch enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc {
@@ -470,7 +466,7 @@ func readBody(r *http.Request, max int64) ([]byte, *apiError) {
 			// buffer of it, not a growing one.
 			b := make([]byte, r.ContentLength)
 			if _, err := io.ReadFull(r.Body, b); err != nil {
-				return nil, readError(err, tooLarge)
+				return nil, readError(err, max)
 			}
 			return b, nil
 		}
@@ -487,19 +483,25 @@ func readBody(r *http.Request, max int64) ([]byte, *apiError) {
 	}
 	b, err := io.ReadAll(io.LimitReader(body, max+1))
 	if err != nil {
-		return nil, readError(err, tooLarge)
+		return nil, readError(err, max)
 	}
 	if int64(len(b)) > max {
-		return nil, tooLarge()
+		return nil, bodyTooLarge(max)
 	}
 	return b, nil
 }
 
-// readError is the answer to a body that could not be read.
-func readError(err error, tooLarge func() *apiError) *apiError {
+func bodyTooLarge(max int64) *apiError {
+	return &apiError{Status: http.StatusRequestEntityTooLarge, Code: CodeBodyTooLarge,
+		Message: fmt.Sprintf("The request body is larger than the gateway's limit of %d bytes.", max)}
+}
+
+// readError is the answer to a body that could not be read: too large
+// when the server's cap stopped it.
+func readError(err error, max int64) *apiError {
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
-		return tooLarge()
+		return bodyTooLarge(max)
 	}
 	return errInvalid("", "The request body could not be read.")
 }
