@@ -160,7 +160,7 @@ func scanExperiment(r scanner) (store.Experiment, error) {
 
 const runColumns = `experiment_id, case_id, repetition, run_id, status, classification, timed_out, error, model,
 	answer, output, verdicts, trajectory_blob, trajectory, files, artifacts, attempts, usage, score, latency_ms,
-	started_us, finished_us, updated_us`
+	started_us, finished_us, updated_us, graders, input, grader_versions`
 
 // runClassifications are the values PutRun accepts ("" is in flight).
 var runClassifications = []string{"", "passed", "failed", "unscored", "error"}
@@ -192,6 +192,7 @@ func checkRun(r store.RunRecord) error {
 	for name, raw := range map[string]json.RawMessage{
 		"output": r.Output, "verdicts": r.Verdicts, "trajectory": r.Trajectory, "files": r.Files,
 		"artifacts": r.Artifacts, "attempts": r.Attempts, "usage": r.Usage,
+		"graders": r.Graders, "input": r.Input, "grader_versions": r.GraderVersions,
 	} {
 		if len(raw) > 0 && !json.Valid(raw) {
 			return fmt.Errorf("%s is not JSON", name)
@@ -231,8 +232,9 @@ func (s *Store) PutRun(ctx context.Context, r store.RunRecord) (bool, error) {
 		_, err = tx.ExecContext(ctx,
 			`INSERT INTO runs (experiment_id, case_id, repetition, tenant_id, run_id, status, classification, timed_out,
 			   error, model, answer, output, verdicts, trajectory_blob, trajectory, files, artifacts, attempts, usage,
-			   score, latency_ms, started_us, finished_us, updated_us)
-			 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24)
+			   score, latency_ms, started_us, finished_us, updated_us, graders, input, grader_versions)
+			 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24,
+			   $25, $26, $27)
 			 ON CONFLICT (experiment_id, case_id, repetition) DO UPDATE SET
 			   run_id = excluded.run_id, status = excluded.status, classification = excluded.classification,
 			   timed_out = excluded.timed_out, error = excluded.error, model = excluded.model, answer = excluded.answer,
@@ -240,12 +242,14 @@ func (s *Store) PutRun(ctx context.Context, r store.RunRecord) (bool, error) {
 			   trajectory = excluded.trajectory, files = excluded.files, artifacts = excluded.artifacts,
 			   attempts = excluded.attempts, usage = excluded.usage, score = excluded.score,
 			   latency_ms = excluded.latency_ms, started_us = excluded.started_us, finished_us = excluded.finished_us,
-			   updated_us = excluded.updated_us`,
+			   updated_us = excluded.updated_us, graders = excluded.graders, input = excluded.input,
+			   grader_versions = excluded.grader_versions`,
 			r.ExperimentID, r.CaseID, r.Repetition, r.TenantID, nullString(r.RunID), nullString(r.Status),
 			nullString(r.Classification), r.TimedOut, nullString(r.Error), nullString(r.Model), answer,
 			nullJSON(r.Output), nullJSON(r.Verdicts), nullString(r.TrajectorySHA256), nullJSON(r.Trajectory),
 			nullJSON(r.Files), nullJSON(r.Artifacts), nullJSON(r.Attempts), nullJSON(r.Usage),
-			nullFloat(r.Score), nullFloat(r.LatencyMS), nullMicros(r.StartedAt), nullMicros(r.FinishedAt), s.now())
+			nullFloat(r.Score), nullFloat(r.LatencyMS), nullMicros(r.StartedAt), nullMicros(r.FinishedAt), s.now(),
+			nullJSON(r.Graders), nullJSON(r.Input), nullJSON(r.GraderVersions))
 		if err != nil {
 			return fmt.Errorf("write run: %w", err)
 		}
@@ -350,17 +354,18 @@ func scanRun(r scanner) (store.RunRecord, error) {
 		rec                                               store.RunRecord
 		runID, status, class, errMsg, model, answer, traj sql.NullString
 		output, verdicts, trajInfo, files, arts, attempts sql.NullString
-		usage                                             sql.NullString
+		usage, graders, input, versions                   sql.NullString
 		score, latency                                    sql.NullFloat64
 		started, finished                                 sql.NullInt64
 		updated                                           int64
 	)
 	err := r.Scan(&rec.ExperimentID, &rec.CaseID, &rec.Repetition, &runID, &status, &class, &rec.TimedOut, &errMsg,
 		&model, &answer, &output, &verdicts, &traj, &trajInfo, &files, &arts, &attempts, &usage, &score, &latency,
-		&started, &finished, &updated)
+		&started, &finished, &updated, &graders, &input, &versions)
 	if err != nil {
 		return store.RunRecord{}, err
 	}
+	rec.Graders, rec.Input, rec.GraderVersions = rawOrNil(graders), rawOrNil(input), rawOrNil(versions)
 	rec.RunID, rec.Status, rec.Classification = runID.String, status.String, class.String
 	rec.Error, rec.Model, rec.TrajectorySHA256 = errMsg.String, model.String, traj.String
 	if answer.Valid {
