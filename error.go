@@ -36,6 +36,9 @@ const (
 	CodePolicyExists         = "policy_exists"
 	CodeUpstreamNotAllowed   = "upstream_not_allowed"
 	CodeTenantExists         = "tenant_exists"
+	// CodeNotGraded: a regrade of a rollout or run that has nothing graded
+	// to grade again (no output, not graded yet, or a run that errored).
+	CodeNotGraded = "not_graded"
 )
 
 var statusByCode = map[string]int{
@@ -66,6 +69,7 @@ var statusByCode = map[string]int{
 	CodePolicyExists:         http.StatusConflict,
 	CodeUpstreamNotAllowed:   http.StatusUnprocessableEntity,
 	CodeTenantExists:         http.StatusConflict,
+	CodeNotGraded:            http.StatusConflict,
 }
 
 // Error is the one error type that crosses from the domain to a client.

@@ -364,5 +364,6 @@ func (s *Server) routes() {
 	s.catalogRoutes()
 	s.rolloutRoutes()
 	s.experimentRoutes()
+	s.regradeRoutes()
 	s.gatewayRoutes()
 }
