@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gyrehq/gyre"
+	"github.com/gyrehq/gyre/internal/eval"
 	"github.com/gyrehq/gyre/internal/grade"
 	"github.com/gyrehq/gyre/internal/rollout"
 	"github.com/gyrehq/gyre/internal/store"
@@ -195,7 +196,46 @@ func (s *Server) regradeBatch(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// regradeExperiment is POST /api/v1/experiments/{id}/regrade.
+// experimentRegradeView is the answer of an experiment regrade: the
+// summary recomputed from the latest verdict sets, with how many runs were
+// graded again and why the others were not.
+type experimentRegradeView struct {
+	ExperimentID string         `json:"experiment_id"`
+	Regraded     int            `json:"regraded"`
+	Skipped      map[string]int `json:"skipped"`
+	Summary      eval.Report    `json:"summary"`
+}
+
+// regradeExperiment is POST /api/v1/experiments/{id}/regrade: the
+// experiment's stored runs graded again through the same Env as the
+// server's rollout grading (gyre eval regrade --server).
 func (s *Server) regradeExperiment(w http.ResponseWriter, r *http.Request) error {
-	return gyre.Errorf(gyre.CodeUnavailable, "not yet")
+	p, err := principal(r)
+	if err != nil {
+		return err
+	}
+	e, err := s.experimentOf(r, p.TenantID)
+	if err != nil {
+		return err
+	}
+	graders, err := s.regradeGraders(r)
+	if err != nil {
+		return err
+	}
+	if s.blobs == nil {
+		return gyre.Errorf(gyre.CodeUnavailable, "this server has no blob store to read the runs' trajectories from")
+	}
+	rg := eval.Regrader{Store: s.store, Blobs: s.blobs, Tenant: p.TenantID}
+	if s.rollout != nil {
+		rg.Env = s.rollout.Grader().Env()
+	}
+	res, err := rg.Regrade(r.Context(), e.ID, graders)
+	if errors.Is(err, eval.ErrNoGraders) {
+		return gyre.Errorf(gyre.CodeNotGraded, "the runs of this experiment were recorded without their graders: send {\"graders\": [...]}")
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, experimentRegradeView{ExperimentID: e.ID, Regraded: res.Regraded, Skipped: res.Skipped, Summary: res.Report})
+	return nil
 }

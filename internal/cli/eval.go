@@ -77,7 +77,7 @@ to a running gyre serve.`,
 		Args: cobra.ArbitraryArgs,
 		RunE: groupRunE,
 	}
-	cmd.AddCommand(a.evalRunCommand(), a.evalShowCommand(), a.evalCompareCommand())
+	cmd.AddCommand(a.evalRunCommand(), a.evalShowCommand(), a.evalCompareCommand(), a.evalRegradeCommand())
 	return cmd
 }
 

@@ -347,3 +347,26 @@ func sleep(ctx context.Context, d time.Duration) error {
 		return ctx.Err()
 	}
 }
+
+// RegradeJSON is the answer of POST /api/v1/experiments/{id}/regrade.
+type RegradeJSON struct {
+	ExperimentID string         `json:"experiment_id"`
+	Regraded     int            `json:"regraded"`
+	Skipped      map[string]int `json:"skipped"`
+	Summary      Report         `json:"summary"`
+}
+
+// Regrade asks the server to grade experiment id's stored runs again,
+// with graders (a JSON list of declarations) or, when nil, the graders
+// each run was recorded with.
+func (r *RemoteRecorder) Regrade(ctx context.Context, id string, graders json.RawMessage) (RegradeResult, error) {
+	body := map[string]json.RawMessage{}
+	if graders != nil {
+		body["graders"] = graders
+	}
+	var out RegradeJSON
+	if err := r.sendJSON(ctx, http.MethodPost, "/api/v1/experiments/"+url.PathEscape(id)+"/regrade", body, &out); err != nil {
+		return RegradeResult{}, err
+	}
+	return RegradeResult{Report: out.Summary, Regraded: out.Regraded, Skipped: out.Skipped}, nil
+}

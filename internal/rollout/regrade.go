@@ -217,3 +217,7 @@ func (s *Service) RegradeRollout(ctx context.Context, tenantID, rolloutID string
 func (s *Service) RegradeBatch(ctx context.Context, tenantID, batchID string, graders *grade.Suite, p store.Page) (BatchRegrade, error) {
 	return s.grader.RegradeBatch(ctx, tenantID, batchID, graders, p)
 }
+
+// Env is the Env every grading of this grader uses; regrades of eval runs
+// on the server grade through it too.
+func (g *Grader) Env() grade.Env { return g.env }

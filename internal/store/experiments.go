@@ -118,6 +118,9 @@ type ExperimentFinish struct {
 	ID       string
 	Model    string
 	Summary  json.RawMessage
+	// KeepFinishedAt keeps the finish time of an experiment that finished
+	// before: a regrade replaces the summary, not when the runs ended.
+	KeepFinishedAt bool
 }
 
 // RunRecord is one (case, repetition) of an experiment. JSON members hold

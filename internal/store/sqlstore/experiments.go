@@ -115,9 +115,12 @@ func (s *Store) FinishExperiment(ctx context.Context, f store.ExperimentFinish) 
 	var out store.Experiment
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		now := s.now()
-		res, err := tx.ExecContext(ctx,
-			`UPDATE experiments SET model = $3, summary = $4, finished_us = $5 WHERE tenant_id = $1 AND id = $2`,
-			f.TenantID, f.ID, nullString(f.Model), string(f.Summary), now)
+		q := `UPDATE experiments SET model = $3, summary = $4, finished_us = $5 WHERE tenant_id = $1 AND id = $2`
+		if f.KeepFinishedAt {
+			q = `UPDATE experiments SET model = $3, summary = $4, finished_us = COALESCE(finished_us, $5)
+				WHERE tenant_id = $1 AND id = $2`
+		}
+		res, err := tx.ExecContext(ctx, q, f.TenantID, f.ID, nullString(f.Model), string(f.Summary), now)
 		if err != nil {
 			return err
 		}
