@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/gyrehq/gyre"
+	"github.com/gyrehq/gyre/internal/auth"
+	"github.com/gyrehq/gyre/internal/eval"
 	"github.com/gyrehq/gyre/internal/grade"
 	"github.com/gyrehq/gyre/internal/rollout"
 )
@@ -385,5 +387,65 @@ func TestRegradeBatch_PagesThroughTheBatchAndListsUngradedRollouts(t *testing.T)
 				t.Errorf("rollout %s history has %d sets, want 2", id, len(h))
 			}
 		}
+	})
+}
+
+func TestRegradeExperiment_RulesOfTheEndpoint(t *testing.T) {
+	t.Parallel()
+	forEachEngine(t, func(t *testing.T, eng engine) {
+		e := newEnv(t, eng, Config{}, withBlobs(fileBlobs))
+		_, ev := e.newKey(e.tenant.ID, auth.KeyRequest{Role: gyre.RoleEvaluator})
+		_, rd := e.newKey(e.tenant.ID, auth.KeyRequest{Role: gyre.RoleReader})
+		var exp eval.ExperimentJSON
+		decodeInto(t, e.json(http.MethodPost, "/api/v1/experiments", ev, experimentBody), &exp)
+		base := "/api/v1/experiments/" + exp.ID
+		put := func(caseID, body string) {
+			t.Helper()
+			if r := e.json(http.MethodPut, base+"/runs/"+caseID+"/1", ev, body); r.status != http.StatusCreated {
+				t.Fatalf("put run: %d %s", r.status, r.body)
+			}
+		}
+		put("c1", `{"status":"completed","classification":"passed","model":"m","answer":"Refund issued","verdicts":[{"grader":"contains","pass":true,"score":null,"reason":""}],"graders":[{"contains":"Refund"}],"input":{"question":"q"}}`)
+		put("c2", `{"status":"failed","classification":"error","model":"m","error":"the harness reported the run failed"}`)
+		if r := e.json(http.MethodPost, base+"/finish", ev, `{"model":"m","summary":{"passed":1}}`); r.status != http.StatusOK {
+			t.Fatalf("finish: %d %s", r.status, r.body)
+		}
+
+		e.json(http.MethodPost, base+"/regrade", rd, "").wantError(t, http.StatusForbidden, gyre.CodeForbidden, "")
+		_, otherAdmin := e.newTenant("other")
+		e.json(http.MethodPost, base+"/regrade", otherAdmin, "").wantError(t, http.StatusNotFound, gyre.CodeNotFound, "")
+		e.json(http.MethodPost, base+"/regrade", ev, `{"graders":[{"telepathy":{}}]}`).wantError(t, 422, gyre.CodeInvalidBody, "/graders/0")
+		e.json(http.MethodPost, base+"/regrade", ev, `{"graders":[{"command":{"run":["/bin/sh"]}}]}`).
+			wantError(t, 422, gyre.CodeGraderNotAllowed, "/graders/0/command")
+
+		r := e.json(http.MethodPost, base+"/regrade", ev, `{"graders":[{"contains":"chargeback"}]}`)
+		if r.status != http.StatusOK {
+			t.Fatalf("regrade: %d %s", r.status, r.body)
+		}
+		var got eval.RegradeJSON
+		decodeInto(t, r, &got)
+		if got.ExperimentID != exp.ID || got.Regraded != 1 || got.Skipped[eval.SkipNotGraded] != 1 || got.Summary.Failed != 1 ||
+			got.Summary.Errors != 1 || got.Summary.Passed != 0 {
+			t.Fatalf("regrade = %s, want c1 failed by the request's grader and c2 left an error", r.body)
+		}
+		// The admin may regrade too, with the graders the run kept.
+		r = e.json(http.MethodPost, base+"/regrade", e.admin, "")
+		decodeInto(t, r, &got)
+		if r.status != http.StatusOK || got.Summary.Passed != 1 {
+			t.Fatalf("regrade with the run's graders: %d %s", r.status, r.body)
+		}
+		sets, err := e.st.RunVerdictSets(context.Background(), e.tenant.ID, exp.ID, "c1", 1)
+		if err != nil || len(sets) != 3 {
+			t.Fatalf("run history = %d sets (%v), want the first grading and two regrades", len(sets), err)
+		}
+
+		// Runs recorded without their graders need graders named.
+		var old eval.ExperimentJSON
+		decodeInto(t, e.json(http.MethodPost, "/api/v1/experiments", ev, experimentBody), &old)
+		if r := e.json(http.MethodPut, "/api/v1/experiments/"+old.ID+"/runs/c1/1", ev,
+			`{"status":"completed","classification":"passed","model":"m","answer":"Refund"}`); r.status != http.StatusCreated {
+			t.Fatalf("put: %d %s", r.status, r.body)
+		}
+		e.json(http.MethodPost, "/api/v1/experiments/"+old.ID+"/regrade", ev, "").wantError(t, http.StatusConflict, gyre.CodeNotGraded, "")
 	})
 }
