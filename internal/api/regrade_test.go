@@ -181,9 +181,7 @@ func TestRegrade_TrainingGradeFollowsTheLatestSet(t *testing.T) {
 	t.Parallel()
 	forEachEngine(t, func(t *testing.T, eng engine) {
 		var up atomic.Bool
-		var calls atomic.Int64
 		judge := grade.JudgeFunc(func(ctx context.Context, policy string, _ []grade.Message) (string, error) {
-			calls.Add(1)
 			if !up.Load() {
 				return "", errors.New("dial tcp: connection refused")
 			}
