@@ -1,0 +1,186 @@
+package dataset
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/gyrehq/gyre/internal/jcs"
+)
+
+// canon writes JSON values in their RFC 8785 canonical form, so that a row
+// does not depend on how a value was spelled when it was recorded. It
+// reuses its buffers; it is not safe for concurrent use.
+type canon struct {
+	c jcs.Canonicalizer
+}
+
+// errNotJSON refuses a recorded value that is not I-JSON text.
+var errNotJSON = &FormatError{Rule: RuleNotJSON, Message: "a recorded value is not I-JSON text"}
+
+// value returns the canonical form of raw in a new slice.
+func (c *canon) value(raw []byte) ([]byte, error) {
+	return c.append(nil, raw)
+}
+
+// append appends the canonical form of raw, one JSON text, to dst.
+func (c *canon) append(dst, raw []byte) ([]byte, error) {
+	if !utf8.Valid(raw) || !json.Valid(raw) {
+		return dst, errNotJSON
+	}
+	c.c.Checked = true
+	out, _, err := c.c.AppendValue(dst, raw, 0, nil)
+	if err != nil {
+		return dst, errNotJSON
+	}
+	return out, nil
+}
+
+// turn is one completion in the canonical forms the rows embed.
+type turn struct {
+	// msgs are the request's messages.
+	msgs [][]byte
+	// reply is the response message in the form a chat fine-tuning row
+	// holds it (see trainingMessage).
+	reply []byte
+	// tools is the request's tools array, nil when absent or null.
+	tools []byte
+	// parallel is the request's parallel_tool_calls, nil when absent.
+	parallel []byte
+}
+
+// turn canonicalises what a chat row needs of a completion.
+func (c *canon) turn(comp *Completion) (turn, error) {
+	t := turn{msgs: make([][]byte, len(comp.Request.Messages))}
+	var err error
+	for i, m := range comp.Request.Messages {
+		if t.msgs[i], err = c.value(m); err != nil {
+			return t, err
+		}
+	}
+	if t.reply, err = c.trainingMessage(comp.Response); err != nil {
+		return t, err
+	}
+	if !isNull(comp.Request.Tools) {
+		if t.tools, err = c.value(comp.Request.Tools); err != nil {
+			return t, err
+		}
+	}
+	t.parallel, err = c.member(comp.Request.Rest, "parallel_tool_calls")
+	return t, err
+}
+
+// member returns the canonical form of one member of the JSON object
+// obj, nil when obj is nil or the member is absent or null.
+func (c *canon) member(obj json.RawMessage, name string) ([]byte, error) {
+	if isNull(obj) {
+		return nil, nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(obj, &m); err != nil {
+		return nil, errNotJSON
+	}
+	v, ok := m[name]
+	if !ok || isNull(v) {
+		return nil, nil
+	}
+	return c.value(v)
+}
+
+// trainingMembers are the members of a response message that a chat
+// fine-tuning row keeps. The others a response carries (refusal,
+// annotations, audio, reasoning…) describe the response, not a message
+// OpenAI's format accepts.
+var trainingMembers = []string{"content", "name", "role", "tool_calls"}
+
+// trainingMessage returns the canonical form of a response's assistant
+// message as a training message: role (assistant when missing), content
+// (null when missing), and name and tool_calls when present and not null.
+func (c *canon) trainingMessage(resp json.RawMessage) ([]byte, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(resp, &m); err != nil || m == nil {
+		return nil, errNotJSON
+	}
+	var b bytes.Buffer
+	b.WriteByte('{')
+	n := 0
+	for _, k := range trainingMembers { // already in RFC 8785 order
+		v, ok := m[k]
+		switch k {
+		case "content":
+			if !ok {
+				v = json.RawMessage("null")
+			}
+		case "role":
+			if !ok || isNull(v) {
+				v = json.RawMessage(`"assistant"`)
+			}
+		default:
+			if !ok || isNull(v) {
+				continue
+			}
+		}
+		if n > 0 {
+			b.WriteByte(',')
+		}
+		n++
+		b.WriteString(strconv.Quote(k))
+		b.WriteByte(':')
+		b.Write(v)
+	}
+	b.WriteByte('}')
+	return c.value(b.Bytes())
+}
+
+// normalizer rewrites the tool call ids of one conversation to call_1,
+// call_2, … in order of first appearance, so that two conversations that
+// differ only in the ids a model generated compare equal.
+type normalizer struct {
+	ids map[string]string
+}
+
+func newNormalizer() *normalizer { return &normalizer{ids: map[string]string{}} }
+
+func (n *normalizer) id(v any) any {
+	s, ok := v.(string)
+	if !ok {
+		return v
+	}
+	if m, ok := n.ids[s]; ok {
+		return m
+	}
+	m := "call_" + strconv.Itoa(len(n.ids)+1)
+	n.ids[s] = m
+	return m
+}
+
+// message returns the comparison key of one canonical message: its
+// canonical form with tool call ids normalised.
+func (n *normalizer) message(msg []byte) (string, error) {
+	v, err := jcs.Parse(msg)
+	if err != nil {
+		return "", errNotJSON
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return string(msg), nil
+	}
+	if calls, ok := obj["tool_calls"].([]any); ok {
+		for _, c := range calls {
+			if call, ok := c.(map[string]any); ok {
+				if id, ok := call["id"]; ok {
+					call["id"] = n.id(id)
+				}
+			}
+		}
+	}
+	if id, ok := obj["tool_call_id"]; ok {
+		obj["tool_call_id"] = n.id(id)
+	}
+	out, err := jcs.Append(nil, obj)
+	if err != nil {
+		return "", errNotJSON
+	}
+	return string(out), nil
+}
