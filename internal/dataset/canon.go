@@ -14,6 +14,19 @@ import (
 // reuses its buffers; it is not safe for concurrent use.
 type canon struct {
 	c jcs.Canonicalizer
+	// prevRaw and prevMsgs are the last request's messages and their
+	// canonical forms: a conversation resends its history with every
+	// request, so most messages are the previous request's again and
+	// are canonicalised once per rollout rather than once per request.
+	prevRaw  []json.RawMessage
+	prevMsgs [][]byte
+	// prevToolsRaw and prevTools are the same for the tools array.
+	prevToolsRaw, prevTools []byte
+}
+
+// reset forgets the previous request, between rollouts.
+func (c *canon) reset() {
+	c.prevRaw, c.prevMsgs, c.prevToolsRaw, c.prevTools = nil, nil, nil, nil
 }
 
 // errNotJSON refuses a recorded value that is not I-JSON text.
@@ -50,25 +63,51 @@ type turn struct {
 	parallel []byte
 }
 
-// turn canonicalises what a chat row needs of a completion.
-func (c *canon) turn(comp *Completion) (turn, error) {
+// messages canonicalises a completion's request messages: what comparing
+// requests needs.
+func (c *canon) messages(comp *Completion) (turn, error) {
 	t := turn{msgs: make([][]byte, len(comp.Request.Messages))}
 	var err error
 	for i, m := range comp.Request.Messages {
+		if i < len(c.prevRaw) && bytes.Equal(m, c.prevRaw[i]) {
+			t.msgs[i] = c.prevMsgs[i]
+			continue
+		}
 		if t.msgs[i], err = c.value(m); err != nil {
+			c.reset()
 			return t, err
 		}
 	}
+	c.prevRaw, c.prevMsgs = comp.Request.Messages, t.msgs
+	return t, nil
+}
+
+// rest canonicalises the rest of what a chat row needs of a completion
+// whose messages t holds: the reply, tools and parallel_tool_calls.
+func (c *canon) rest(t *turn, comp *Completion) error {
+	var err error
 	if t.reply, err = c.trainingMessage(comp.Response); err != nil {
-		return t, err
+		return err
 	}
 	if !isNull(comp.Request.Tools) {
-		if t.tools, err = c.value(comp.Request.Tools); err != nil {
-			return t, err
+		if bytes.Equal(comp.Request.Tools, c.prevToolsRaw) {
+			t.tools = c.prevTools
+		} else if t.tools, err = c.value(comp.Request.Tools); err != nil {
+			return err
 		}
+		c.prevToolsRaw, c.prevTools = comp.Request.Tools, t.tools
 	}
 	t.parallel, err = c.member(comp.Request.Rest, "parallel_tool_calls")
-	return t, err
+	return err
+}
+
+// turn canonicalises everything a chat row needs of a completion.
+func (c *canon) turn(comp *Completion) (turn, error) {
+	t, err := c.messages(comp)
+	if err != nil {
+		return t, err
+	}
+	return t, c.rest(&t, comp)
 }
 
 // member returns the canonical form of one member of the JSON object
@@ -77,8 +116,11 @@ func (c *canon) member(obj json.RawMessage, name string) ([]byte, error) {
 	if isNull(obj) {
 		return nil, nil
 	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(obj, &m); err != nil {
+	if !json.Valid(obj) {
+		return nil, errNotJSON
+	}
+	m, ok := object(obj)
+	if !ok {
 		return nil, errNotJSON
 	}
 	v, ok := m[name]
@@ -98,8 +140,11 @@ var trainingMembers = []string{"content", "name", "role", "tool_calls"}
 // message as a training message: role (assistant when missing), content
 // (null when missing), and name and tool_calls when present and not null.
 func (c *canon) trainingMessage(resp json.RawMessage) ([]byte, error) {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(resp, &m); err != nil || m == nil {
+	if !json.Valid(resp) {
+		return nil, errNotJSON
+	}
+	m, ok := object(resp)
+	if !ok {
 		return nil, errNotJSON
 	}
 	var b bytes.Buffer

@@ -30,9 +30,11 @@ func (s *sftWriter) rows(r *Rollout, _ *tally) ([][]byte, string) {
 	if rw := r.Reward(); rw == nil || *rw < s.min {
 		return nil, ReasonBelowMinReward
 	}
+	s.c.reset()
+	defer s.c.reset()
 	turns := make([]turn, len(r.Completions))
 	for i := range r.Completions {
-		t, err := s.c.turn(&r.Completions[i])
+		t, err := s.c.messages(&r.Completions[i])
 		if err != nil {
 			return nil, reasonOf(err)
 		}
@@ -40,6 +42,9 @@ func (s *sftWriter) rows(r *Rollout, _ *tally) ([][]byte, string) {
 	}
 	var rows [][]byte
 	for _, i := range Chains(turnMessages(turns)) {
+		if err := s.c.rest(&turns[i], &r.Completions[i]); err != nil {
+			return nil, reasonOf(err)
+		}
 		row := chatRow(turns[i])
 		if err := ValidateChat(row); err != nil {
 			return nil, reasonOf(err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/gyrehq/gyre/internal/jcs"
 )
@@ -104,7 +105,7 @@ var messageKeys = map[string]map[string]bool{
 // ({"messages", "tools"?, "parallel_tool_calls"?}); nil when OpenAI's
 // format checks would accept it, else a *FormatError.
 func ValidateChat(row []byte) error {
-	top, err := object(row, "")
+	top, err := document(row)
 	if err != nil {
 		return err
 	}
@@ -132,7 +133,7 @@ func ValidateChat(row []byte) error {
 // [one assistant message]}); nil when OpenAI's format checks would accept
 // it, else a *FormatError.
 func ValidatePreference(row []byte) error {
-	top, err := object(row, "")
+	top, err := document(row)
 	if err != nil {
 		return err
 	}
@@ -141,16 +142,9 @@ func ValidatePreference(row []byte) error {
 			return refuse(RuleUnknownKey, "/"+tok(k), "a preference row has no member %q", k)
 		}
 	}
-	raw, ok := top["input"]
-	if !ok || isNull(raw) {
-		return refuse(RuleMissingInput, "/input", "no input")
-	}
-	input, err := object(raw, "/input")
-	if err != nil {
-		if fe, ok := err.(*FormatError); ok && fe.Rule == RuleNotJSON {
-			fe.Rule = RuleMissingInput
-		}
-		return err
+	input, ok := object(top["input"])
+	if !ok {
+		return refuse(RuleMissingInput, "/input", "input must be an object with messages")
 	}
 	for _, k := range sortedMembers(input) {
 		if k != "messages" && k != "tools" && k != "parallel_tool_calls" {
@@ -165,9 +159,9 @@ func ValidatePreference(row []byte) error {
 		return err
 	}
 	for _, k := range []string{"preferred_output", "non_preferred_output"} {
-		var out []json.RawMessage
-		if err := json.Unmarshal(top[k], &out); err != nil || len(out) != 1 {
-			return refuse(RuleOutputNotSingleAssistant, "/"+tok(k), "%s must be an array of exactly one assistant message", k)
+		out, ok := array(top[k])
+		if !ok || len(out) != 1 {
+			return refuse(RuleOutputNotSingleAssistant, "/"+k, "%s must be an array of exactly one assistant message", k)
 		}
 		// Each output answers the input on its own: check it against the
 		// input's calls, not against the other output's.
@@ -183,6 +177,19 @@ func ValidatePreference(row []byte) error {
 	return nil
 }
 
+// document checks that row is one UTF-8 JSON object and returns its
+// members. Everything below reads the row in place, trusting this check.
+func document(row []byte) (map[string]json.RawMessage, error) {
+	if !utf8.Valid(row) || !json.Valid(row) {
+		return nil, refuse(RuleNotJSON, "", "not UTF-8 JSON text")
+	}
+	top, ok := object(row)
+	if !ok {
+		return nil, refuse(RuleNotJSON, "", "not a JSON object")
+	}
+	return top, nil
+}
+
 // checkRequestExtras checks "tools" and "parallel_tool_calls" of a row or
 // an input.
 func checkRequestExtras(obj map[string]json.RawMessage, base string) error {
@@ -195,25 +202,26 @@ func checkRequestExtras(obj map[string]json.RawMessage, base string) error {
 	if !ok {
 		return nil
 	}
-	var tools []json.RawMessage
-	if err := json.Unmarshal(raw, &tools); err != nil || tools == nil {
+	tools, ok := array(raw)
+	if !ok {
 		return refuse(RuleInvalidTools, base+"/tools", "tools must be an array")
 	}
 	for i, t := range tools {
 		ptr := base + "/tools/" + strconv.Itoa(i)
-		var tool struct {
-			Type     *string                    `json:"type"`
-			Function map[string]json.RawMessage `json:"function"`
-		}
-		if err := json.Unmarshal(t, &tool); err != nil || tool.Type == nil || *tool.Type != "function" || tool.Function == nil {
+		tool, ok := object(t)
+		if !ok {
 			return refuse(RuleInvalidTools, ptr, `a tool must be {"type": "function", "function": {…}}`)
 		}
-		var name string
-		if json.Unmarshal(tool.Function["name"], &name) != nil || name == "" {
+		typ, _ := str(tool["type"])
+		fn, ok := object(tool["function"])
+		if typ != "function" || !ok {
+			return refuse(RuleInvalidTools, ptr, `a tool must be {"type": "function", "function": {…}}`)
+		}
+		if name, _ := str(fn["name"]); name == "" {
 			return refuse(RuleInvalidTools, ptr+"/function/name", "a function tool needs a non-empty name")
 		}
-		if p, ok := tool.Function["parameters"]; ok && !isNull(p) {
-			if _, err := object(p, ptr+"/function/parameters"); err != nil {
+		if p, ok := fn["parameters"]; ok && !isNull(p) {
+			if _, ok := object(p); !ok {
 				return refuse(RuleInvalidTools, ptr+"/function/parameters", "parameters must be a JSON Schema object")
 			}
 		}
@@ -239,8 +247,8 @@ func (v *messagesCheck) fork() *messagesCheck {
 }
 
 func (v *messagesCheck) messages(raw json.RawMessage, ptr string) error {
-	var msgs []json.RawMessage
-	if err := json.Unmarshal(raw, &msgs); err != nil || len(msgs) == 0 {
+	msgs, ok := array(raw)
+	if !ok || len(msgs) == 0 {
 		return refuse(RuleMissingMessages, ptr, "messages must be a non-empty array")
 	}
 	for i, m := range msgs {
@@ -253,26 +261,30 @@ func (v *messagesCheck) messages(raw json.RawMessage, ptr string) error {
 
 // message checks one message and returns its role.
 func (v *messagesCheck) message(raw json.RawMessage, ptr string) (string, error) {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
+	m, ok := object(raw)
+	if !ok {
 		return "", refuse(RuleMessageNotObject, ptr, "a message must be a JSON object")
 	}
-	var role string
-	if err := json.Unmarshal(m["role"], &role); err != nil || role == "" {
+	role, _ := str(m["role"])
+	if role == "" {
 		return "", refuse(RuleMissingRole, ptr+"/role", "a message needs a string role")
 	}
 	keys, ok := messageKeys[role]
 	if !ok {
 		return "", refuse(RuleUnknownRole, ptr+"/role", "role %q is not system, developer, user, assistant or tool", role)
 	}
-	for _, k := range sortedMembers(m) {
+	for k := range m {
 		if !keys[k] {
-			return "", refuse(RuleUnknownMessageKey, ptr+"/"+tok(k), "a %s message has no member %q", role, k)
+			// Report the first in name order, the same on every run.
+			for _, k := range sortedMembers(m) {
+				if !keys[k] {
+					return "", refuse(RuleUnknownMessageKey, ptr+"/"+tok(k), "a %s message has no member %q", role, k)
+				}
+			}
 		}
 	}
 	if raw, ok := m["name"]; ok {
-		var s string
-		if json.Unmarshal(raw, &s) != nil {
+		if _, ok := str(raw); !ok {
 			return "", refuse(RuleInvalidName, ptr+"/name", "name must be a string")
 		}
 	}
@@ -280,8 +292,8 @@ func (v *messagesCheck) message(raw json.RawMessage, ptr string) (string, error)
 	if role == "assistant" {
 		v.assistant = true
 		if raw, ok := m["weight"]; ok {
-			var w float64
-			if json.Unmarshal(raw, &w) != nil || (w != 0 && w != 1) {
+			w, err := strconv.ParseFloat(string(raw), 64)
+			if err != nil || (w != 0 && w != 1) {
 				return "", refuse(RuleInvalidWeight, ptr+"/weight", "weight must be 0 or 1")
 			}
 		}
@@ -293,8 +305,8 @@ func (v *messagesCheck) message(raw json.RawMessage, ptr string) (string, error)
 		}
 	}
 	if role == "tool" {
-		var id string
-		if err := json.Unmarshal(m["tool_call_id"], &id); err != nil || id == "" {
+		id, _ := str(m["tool_call_id"])
+		if id == "" {
 			return "", refuse(RuleMissingToolCallID, ptr+"/tool_call_id", "a tool message needs a string tool_call_id")
 		}
 		if !v.calls[id] {
@@ -315,14 +327,14 @@ func (v *messagesCheck) message(raw json.RawMessage, ptr string) (string, error)
 }
 
 func (v *messagesCheck) toolCalls(raw json.RawMessage, ptr string) error {
-	var calls []json.RawMessage
-	if err := json.Unmarshal(raw, &calls); err != nil || len(calls) == 0 {
+	calls, ok := array(raw)
+	if !ok || len(calls) == 0 {
 		return refuse(RuleToolCallMalformed, ptr, "tool_calls must be a non-empty array")
 	}
 	for i, c := range calls {
 		cptr := ptr + "/" + strconv.Itoa(i)
-		var call map[string]json.RawMessage
-		if err := json.Unmarshal(c, &call); err != nil || call == nil {
+		call, ok := object(c)
+		if !ok {
 			return refuse(RuleToolCallMalformed, cptr, "a tool call must be an object")
 		}
 		for _, k := range sortedMembers(call) {
@@ -330,15 +342,14 @@ func (v *messagesCheck) toolCalls(raw json.RawMessage, ptr string) error {
 				return refuse(RuleToolCallMalformed, cptr+"/"+tok(k), "a tool call has no member %q", k)
 			}
 		}
-		var id, typ string
-		if json.Unmarshal(call["id"], &id) != nil || id == "" {
+		if id, _ := str(call["id"]); id == "" {
 			return refuse(RuleToolCallMalformed, cptr+"/id", "a tool call needs a non-empty string id")
 		}
-		if json.Unmarshal(call["type"], &typ) != nil || typ != "function" {
+		if typ, _ := str(call["type"]); typ != "function" {
 			return refuse(RuleToolCallMalformed, cptr+"/type", `a tool call's type must be "function"`)
 		}
-		var fn map[string]json.RawMessage
-		if err := json.Unmarshal(call["function"], &fn); err != nil || fn == nil {
+		fn, ok := object(call["function"])
+		if !ok {
 			return refuse(RuleToolCallMalformed, cptr+"/function", "a tool call needs a function object")
 		}
 		for _, k := range sortedMembers(fn) {
@@ -346,16 +357,17 @@ func (v *messagesCheck) toolCalls(raw json.RawMessage, ptr string) error {
 				return refuse(RuleToolCallMalformed, cptr+"/function/"+tok(k), "a tool call's function has no member %q", k)
 			}
 		}
-		var name, args string
-		if json.Unmarshal(fn["name"], &name) != nil || name == "" {
+		if name, _ := str(fn["name"]); name == "" {
 			return refuse(RuleToolCallMalformed, cptr+"/function/name", "a tool call needs a non-empty function name")
 		}
-		if json.Unmarshal(fn["arguments"], &args) != nil {
+		args, ok := str(fn["arguments"])
+		if !ok {
 			return refuse(RuleToolCallMalformed, cptr+"/function/arguments", "arguments must be a JSON-encoded string")
 		}
 		if !json.Valid([]byte(args)) {
 			return refuse(RuleToolCallArgumentsNotJSON, cptr+"/function/arguments", "arguments %q are not valid JSON", truncate(args, 80))
 		}
+		id, _ := str(call["id"])
 		v.calls[id] = true
 	}
 	return nil
@@ -364,31 +376,31 @@ func (v *messagesCheck) toolCalls(raw json.RawMessage, ptr string) error {
 // checkContent accepts a string, or a non-empty array of content parts:
 // text parts for every role, image_url parts for user messages.
 func checkContent(raw json.RawMessage, role, ptr string) error {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
+	if _, ok := str(raw); ok {
 		return nil
 	}
-	var parts []map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &parts); err != nil || len(parts) == 0 {
+	parts, ok := array(raw)
+	if !ok || len(parts) == 0 {
 		return refuse(RuleInvalidContent, ptr, "content must be a string or a non-empty array of content parts")
 	}
-	for i, p := range parts {
+	for i, raw := range parts {
 		pptr := ptr + "/" + strconv.Itoa(i)
-		var typ string
-		if json.Unmarshal(p["type"], &typ) != nil {
+		p, ok := object(raw)
+		if !ok {
+			return refuse(RuleInvalidContent, pptr, "a content part must be an object")
+		}
+		typ, ok := str(p["type"])
+		if !ok {
 			return refuse(RuleInvalidContent, pptr+"/type", "a content part needs a string type")
 		}
 		switch {
 		case typ == "text":
-			var text string
-			if json.Unmarshal(p["text"], &text) != nil {
+			if _, ok := str(p["text"]); !ok {
 				return refuse(RuleInvalidContent, pptr+"/text", "a text part needs a string text")
 			}
 		case typ == "image_url" && role == "user":
-			var img struct {
-				URL *string `json:"url"`
-			}
-			if json.Unmarshal(p["image_url"], &img) != nil || img.URL == nil {
+			img, _ := object(p["image_url"])
+			if _, ok := str(img["url"]); !ok {
 				return refuse(RuleInvalidContent, pptr+"/image_url", "an image_url part needs a url")
 			}
 		default:
@@ -398,14 +410,50 @@ func checkContent(raw json.RawMessage, role, ptr string) error {
 	return nil
 }
 
-// object decodes a JSON object's members; a refusal with RuleNotJSON
-// when raw is not one.
-func object(raw []byte, ptr string) (map[string]json.RawMessage, error) {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
-		return nil, refuse(RuleNotJSON, ptr, "not a JSON object")
+// The readers below take JSON text that document has already checked and
+// read it in place: values are sub-slices of the row, never copies.
+
+// object returns the members of the JSON object raw; false when raw is
+// not an object.
+func object(raw []byte) (map[string]json.RawMessage, bool) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || raw[0] != '{' {
+		return nil, false
 	}
-	return m, nil
+	w := jcs.NewWalker(raw)
+	m := make(map[string]json.RawMessage, 8)
+	_, err := w.Members(0, func(name string, start int) (int, error) {
+		end, err := w.Skip(start)
+		m[name] = raw[start:end]
+		return end, err
+	})
+	return m, err == nil
+}
+
+// array returns the elements of the JSON array raw; false when raw is
+// not an array.
+func array(raw []byte) ([]json.RawMessage, bool) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || raw[0] != '[' {
+		return nil, false
+	}
+	w := jcs.NewWalker(raw)
+	out := []json.RawMessage{}
+	_, err := w.Elements(0, func(start int) (int, error) {
+		end, err := w.Skip(start)
+		out = append(out, raw[start:end])
+		return end, err
+	})
+	return out, err == nil
+}
+
+// str decodes the JSON string raw; false when raw is not a string.
+func str(raw []byte) (string, bool) {
+	if len(raw) < 2 || raw[0] != '"' {
+		return "", false
+	}
+	s, err := jcs.NewWalker(raw).String(0, len(raw))
+	return s, err == nil
 }
 
 func isNull(raw json.RawMessage) bool {
