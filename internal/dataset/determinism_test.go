@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -138,5 +140,28 @@ func TestLongConversationRoundTrips(t *testing.T) {
 	}
 	if !jsonEqual(t, row.Messages[len(msgs)-1], []byte(final)) {
 		t.Errorf("the reply changed")
+	}
+}
+
+// TestDocsShowGoldenRows: docs/datasets.md shows the first row of each
+// golden file and the golden manifest, so its examples are real output.
+func TestDocsShowGoldenRows(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "datasets.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"sft.jsonl", "dpo.jsonl", "rl.jsonl", "atif.jsonl", "manifest.json"} {
+		b, err := os.ReadFile(filepath.Join("testdata", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := string(b)
+		if strings.HasSuffix(name, ".jsonl") {
+			want, _, _ = strings.Cut(want, "\n")
+		}
+		if !strings.Contains(string(doc), strings.TrimSuffix(want, "\n")) {
+			t.Errorf("docs/datasets.md does not show testdata/%s as it is", name)
+		}
 	}
 }
