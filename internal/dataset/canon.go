@@ -34,7 +34,9 @@ var errNotJSON = &FormatError{Rule: RuleNotJSON, Message: "a recorded value is n
 
 // value returns the canonical form of raw in a new slice.
 func (c *canon) value(raw []byte) ([]byte, error) {
-	return c.append(nil, raw)
+	// The canonical form is at most a little longer than the text (an
+	// escape written longer), usually shorter: one allocation.
+	return c.append(make([]byte, 0, len(raw)+16), raw)
 }
 
 // append appends the canonical form of raw, one JSON text, to dst.

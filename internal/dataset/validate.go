@@ -422,12 +422,40 @@ func object(raw []byte) (map[string]json.RawMessage, bool) {
 	}
 	w := jcs.NewWalker(raw)
 	m := make(map[string]json.RawMessage, 8)
-	_, err := w.Members(0, func(name string, start int) (int, error) {
+	pos := w.Space(1)
+	if pos < len(raw) && raw[pos] == '}' {
+		return m, true
+	}
+	for pos < len(raw) && raw[pos] == '"' {
+		nameEnd, err := w.Skip(pos)
+		if err != nil {
+			return nil, false
+		}
+		name, ok := str(raw[pos:nameEnd])
+		if !ok {
+			return nil, false
+		}
+		pos = w.Space(nameEnd)
+		if pos >= len(raw) || raw[pos] != ':' {
+			return nil, false
+		}
+		start := w.Space(pos + 1)
 		end, err := w.Skip(start)
+		if err != nil {
+			return nil, false
+		}
 		m[name] = raw[start:end]
-		return end, err
-	})
-	return m, err == nil
+		pos = w.Space(end)
+		switch {
+		case pos < len(raw) && raw[pos] == ',':
+			pos = w.Space(pos + 1)
+		case pos < len(raw) && raw[pos] == '}':
+			return m, true
+		default:
+			return nil, false
+		}
+	}
+	return nil, false
 }
 
 // array returns the elements of the JSON array raw; false when raw is
@@ -438,7 +466,7 @@ func array(raw []byte) ([]json.RawMessage, bool) {
 		return nil, false
 	}
 	w := jcs.NewWalker(raw)
-	out := []json.RawMessage{}
+	out := make([]json.RawMessage, 0, 8)
 	_, err := w.Elements(0, func(start int) (int, error) {
 		end, err := w.Skip(start)
 		out = append(out, raw[start:end])
@@ -447,10 +475,28 @@ func array(raw []byte) ([]json.RawMessage, bool) {
 	return out, err == nil
 }
 
+// known are the member names and values the formats use, so that reading
+// them allocates nothing; other strings are decoded afresh.
+var known = func() map[string]string {
+	m := map[string]string{}
+	for _, s := range []string{
+		"messages", "tools", "parallel_tool_calls", "input", "preferred_output", "non_preferred_output",
+		"role", "content", "name", "tool_calls", "tool_call_id", "weight", "refusal", "annotations", "audio",
+		"id", "type", "function", "arguments", "description", "parameters", "strict", "text", "image_url", "url",
+		"system", "developer", "user", "assistant", "tool",
+	} {
+		m[s] = s
+	}
+	return m
+}()
+
 // str decodes the JSON string raw; false when raw is not a string.
 func str(raw []byte) (string, bool) {
 	if len(raw) < 2 || raw[0] != '"' {
 		return "", false
+	}
+	if s, ok := known[string(raw[1:len(raw)-1])]; ok {
+		return s, true
 	}
 	s, err := jcs.NewWalker(raw).String(0, len(raw))
 	return s, err == nil
