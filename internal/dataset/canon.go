@@ -79,9 +79,44 @@ func (c *canon) messages(comp *Completion) (turn, error) {
 			c.reset()
 			return t, err
 		}
+		if t.msgs[i], err = c.dropEmpty(t.msgs[i]); err != nil {
+			c.reset()
+			return t, err
+		}
 	}
 	c.prevRaw, c.prevMsgs = comp.Request.Messages, t.msgs
 	return t, nil
+}
+
+// dropEmpty removes from a canonical message the members that say
+// nothing: those whose value is null, and an empty "annotations". OpenAI's
+// API reads a null member as absent, and agents that append a response's
+// message to their history resend "refusal": null, "annotations": [],
+// "audio": null… with it, members OpenAI's fine-tuning format does not
+// have. Every other member, and every value, is kept as recorded.
+func (c *canon) dropEmpty(msg []byte) ([]byte, error) {
+	if !bytes.Contains(msg, []byte(":null")) && !bytes.Contains(msg, []byte(`"annotations":[]`)) {
+		return msg, nil // canonical JSON has no space before a value
+	}
+	m, ok := object(msg)
+	if !ok {
+		return msg, nil
+	}
+	dropped := false
+	for k, v := range m {
+		if isNull(v) || k == "annotations" && bytes.Equal(v, []byte("[]")) {
+			delete(m, k)
+			dropped = true
+		}
+	}
+	if !dropped {
+		return msg, nil
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, errNotJSON
+	}
+	return c.value(b)
 }
 
 // rest canonicalises the rest of what a chat row needs of a completion
@@ -139,8 +174,8 @@ func (c *canon) member(obj json.RawMessage, name string) ([]byte, error) {
 var trainingMembers = []string{"content", "name", "role", "tool_calls"}
 
 // trainingMessage returns the canonical form of a response's assistant
-// message as a training message: role (assistant when missing), content
-// (null when missing), and name and tool_calls when present and not null.
+// message as a training message: role (assistant when missing), and
+// content, name and tool_calls when present and not null.
 func (c *canon) trainingMessage(resp json.RawMessage) ([]byte, error) {
 	if !json.Valid(resp) {
 		return nil, errNotJSON
@@ -155,10 +190,6 @@ func (c *canon) trainingMessage(resp json.RawMessage) ([]byte, error) {
 	for _, k := range trainingMembers { // already in RFC 8785 order
 		v, ok := m[k]
 		switch k {
-		case "content":
-			if !ok {
-				v = json.RawMessage("null")
-			}
 		case "role":
 			if !ok || isNull(v) {
 				v = json.RawMessage(`"assistant"`)

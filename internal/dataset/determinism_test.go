@@ -134,11 +134,11 @@ func TestLongConversationRoundTrips(t *testing.T) {
 		t.Fatalf("row has %d messages, want %d", len(row.Messages), len(msgs))
 	}
 	for i := range msgs[:len(msgs)-1] {
-		if !jsonEqual(t, row.Messages[i], []byte(msgs[i])) {
+		if !sameMessage(t, row.Messages[i], []byte(msgs[i])) {
 			t.Fatalf("message %d changed", i)
 		}
 	}
-	if !jsonEqual(t, row.Messages[len(msgs)-1], []byte(final)) {
+	if !sameMessage(t, row.Messages[len(msgs)-1], []byte(final)) {
 		t.Errorf("the reply changed")
 	}
 }

@@ -19,7 +19,10 @@
 // canonical form (members sorted, numbers as ECMAScript writes them,
 // strings exactly as recorded), rows in a fixed member order, one
 // \n-terminated UTF-8 line each, with U+2028 and U+2029 escaped so that
-// readers which split lines on them still see one row per line.
+// readers which split lines on them still see one row per line. Chat rows
+// (sft, dpo) leave out message members that say nothing (null, an empty
+// annotations), which OpenAI's format does not have; rl rows keep the
+// traffic exactly.
 //
 // The agent's advisory reward and success never reach a row: the input has
 // no field for them, and rewards come only from the server's frozen

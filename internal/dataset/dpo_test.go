@@ -139,14 +139,14 @@ func TestDPOInputIsPrefixUpToFirstDivergentAssistantTurn(t *testing.T) {
 				t.Fatalf("input has %d messages, want %d", len(p.Input.Messages), tt.inputLen)
 			}
 			for i := range tt.inputLen {
-				if !jsonEqual(t, p.Input.Messages[i], []byte(tt.win[i])) {
+				if !sameMessage(t, p.Input.Messages[i], []byte(tt.win[i])) {
 					t.Errorf("input message %d = %s, want the preferred rollout's %s", i, p.Input.Messages[i], tt.win[i])
 				}
 			}
-			if !jsonEqual(t, p.Preferred[0], []byte(tt.win[tt.inputLen])) {
+			if !sameMessage(t, p.Preferred[0], []byte(tt.win[tt.inputLen])) {
 				t.Errorf("preferred = %s, want %s", p.Preferred[0], tt.win[tt.inputLen])
 			}
-			if !jsonEqual(t, p.NonPreferred[0], []byte(tt.lose[tt.inputLen])) {
+			if !sameMessage(t, p.NonPreferred[0], []byte(tt.lose[tt.inputLen])) {
 				t.Errorf("non-preferred = %s, want %s", p.NonPreferred[0], tt.lose[tt.inputLen])
 			}
 		})

@@ -175,7 +175,7 @@ func TestSFTRowsKeepEveryMessageAsRecorded(t *testing.T) {
 	}
 	want := r.Completions[1].Request.Messages
 	for i := range want {
-		if !jsonEqual(t, got.Messages[i], want[i]) {
+		if !sameMessage(t, got.Messages[i], want[i]) {
 			t.Errorf("message %d = %s, want %s", i, got.Messages[i], want[i])
 		}
 	}
@@ -193,4 +193,48 @@ func jsonEqual(t testing.TB, a, b []byte) bool {
 	xa, _ := json.Marshal(x)
 	ya, _ := json.Marshal(y)
 	return string(xa) == string(ya)
+}
+
+// TestChatRowsDropMembersThatSayNothing: an agent that appends each
+// response message to its history resends "refusal": null,
+// "annotations": [] and the like; chat rows leave such members out (null
+// reads as absent) and keep every other member, so a refusal the model
+// actually wrote still makes the row invalid.
+func TestChatRowsDropMembersThatSayNothing(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		echoed  string
+		wantRow string // the echoed message as the row holds it; "" when refused
+		reason  string
+	}{
+		{"null refusal, empty annotations, null audio and function_call", `{"role":"assistant","content":"hi","refusal":null,"annotations":[],"audio":null,"function_call":null}`, `{"content":"hi","role":"assistant"}`, ""},
+		{"null tool_calls", `{"role":"assistant","content":"hi","tool_calls":null}`, `{"content":"hi","role":"assistant"}`, ""},
+		{"a null name on a user message", `{"role":"user","content":"hi","name":null}`, `{"content":"hi","role":"user"}`, ""},
+		{"a text that merely contains :null stays", `{"role":"assistant","content":"x:null"}`, `{"content":"x:null","role":"assistant"}`, ""},
+		{"a written refusal is kept, so the row is refused", `{"role":"assistant","content":null,"refusal":"I can't."}`, "", "format_invalid:unknown_message_key"},
+		{"annotations with content are kept, so the row is refused", `{"role":"assistant","content":"hi","annotations":[{"type":"url_citation"}]}`, "", "format_invalid:unknown_message_key"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := rollout("r-1", "g", 1, comp(1, asst("ok"), user("q"), tt.echoed, user("again")))
+			file, m := write(t, sel(dataset.FormatSFT), sliceSource{r})
+			if tt.reason != "" {
+				if m.Rows != 0 || m.NotExportedByReason[tt.reason] != 1 {
+					t.Errorf("rows %d, reasons %v; want the rollout refused as %s", m.Rows, m.NotExportedByReason, tt.reason)
+				}
+				return
+			}
+			var row struct {
+				Messages []json.RawMessage `json:"messages"`
+			}
+			if err := json.Unmarshal(lines(t, file)[0], &row); err != nil {
+				t.Fatal(err)
+			}
+			if got := string(row.Messages[1]); got != tt.wantRow {
+				t.Errorf("echoed message = %s, want %s", got, tt.wantRow)
+			}
+		})
+	}
 }
