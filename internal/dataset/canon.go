@@ -79,10 +79,7 @@ func (c *canon) messages(comp *Completion) (turn, error) {
 			c.reset()
 			return t, err
 		}
-		if t.msgs[i], err = c.dropEmpty(t.msgs[i]); err != nil {
-			c.reset()
-			return t, err
-		}
+		t.msgs[i] = dropEmpty(t.msgs[i])
 	}
 	c.prevRaw, c.prevMsgs = comp.Request.Messages, t.msgs
 	return t, nil
@@ -94,29 +91,30 @@ func (c *canon) messages(comp *Completion) (turn, error) {
 // message to their history resend "refusal": null, "annotations": [],
 // "audio": null… with it, members OpenAI's fine-tuning format does not
 // have. Every other member, and every value, is kept as recorded.
-func (c *canon) dropEmpty(msg []byte) ([]byte, error) {
+func dropEmpty(msg []byte) []byte {
 	if !bytes.Contains(msg, []byte(":null")) && !bytes.Contains(msg, []byte(`"annotations":[]`)) {
-		return msg, nil // canonical JSON has no space before a value
+		return msg // canonical JSON has no space before a value
 	}
-	m, ok := object(msg)
-	if !ok {
-		return msg, nil
-	}
-	dropped := false
-	for k, v := range m {
-		if isNull(v) || k == "annotations" && bytes.Equal(v, []byte("[]")) {
-			delete(m, k)
-			dropped = true
+	// msg is canonical: its members are in order and each value is
+	// canonical, so the members kept, in the same order, are the
+	// canonical form of the smaller object.
+	out := make([]byte, 0, len(msg))
+	out = append(out, '{')
+	ok := eachMember(msg, func(name string, lit, val []byte) {
+		if isNull(val) || name == "annotations" && bytes.Equal(val, []byte("[]")) {
+			return
 		}
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		out = append(out, lit...)
+		out = append(out, ':')
+		out = append(out, val...)
+	})
+	if !ok {
+		return msg
 	}
-	if !dropped {
-		return msg, nil
-	}
-	b, err := json.Marshal(m)
-	if err != nil {
-		return nil, errNotJSON
-	}
-	return c.value(b)
+	return append(out, '}')
 }
 
 // rest canonicalises the rest of what a chat row needs of a completion

@@ -416,46 +416,58 @@ func checkContent(raw json.RawMessage, role, ptr string) error {
 // object returns the members of the JSON object raw; false when raw is
 // not an object.
 func object(raw []byte) (map[string]json.RawMessage, bool) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || raw[0] != '{' {
+	m := make(map[string]json.RawMessage, 8)
+	ok := eachMember(raw, func(name string, _, val []byte) { m[name] = val })
+	if !ok {
 		return nil, false
 	}
+	return m, true
+}
+
+// eachMember calls fn with each member of the JSON object raw in text
+// order: its name, its name's literal and its value; false when raw is not
+// an object.
+func eachMember(raw []byte, fn func(name string, lit, val []byte)) bool {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || raw[0] != '{' {
+		return false
+	}
 	w := jcs.NewWalker(raw)
-	m := make(map[string]json.RawMessage, 8)
 	pos := w.Space(1)
 	if pos < len(raw) && raw[pos] == '}' {
-		return m, true
+		return true
 	}
 	for pos < len(raw) && raw[pos] == '"' {
 		nameEnd, err := w.Skip(pos)
 		if err != nil {
-			return nil, false
+			return false
 		}
 		name, ok := str(raw[pos:nameEnd])
 		if !ok {
-			return nil, false
+			return false
 		}
+		lit := raw[pos:nameEnd]
 		pos = w.Space(nameEnd)
 		if pos >= len(raw) || raw[pos] != ':' {
-			return nil, false
+			return false
 		}
 		start := w.Space(pos + 1)
 		end, err := w.Skip(start)
 		if err != nil {
-			return nil, false
+			return false
 		}
-		m[name] = raw[start:end]
+		fn(name, lit, raw[start:end])
 		pos = w.Space(end)
 		switch {
 		case pos < len(raw) && raw[pos] == ',':
 			pos = w.Space(pos + 1)
 		case pos < len(raw) && raw[pos] == '}':
-			return m, true
+			return true
 		default:
-			return nil, false
+			return false
 		}
 	}
-	return nil, false
+	return false
 }
 
 // array returns the elements of the JSON array raw; false when raw is
