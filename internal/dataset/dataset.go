@@ -1,9 +1,11 @@
 package dataset
 
 import (
-	"fmt"
+	"math"
 	"slices"
 	"time"
+
+	"github.com/gyrehq/gyre"
 )
 
 // Format is a dataset's file format (SPEC §9).
@@ -87,16 +89,24 @@ type Selection struct {
 }
 
 // Validate reports the first thing wrong with s that no build could
-// fix: an unknown format or a filter out of range.
+// fix, as a *gyre.Error (422 invalid_body) pointing at the member of the
+// creation request at fault: an unknown format, a negative or non-finite
+// filter, an empty time range.
 func (s Selection) Validate() error {
-	if !s.Format.Valid() {
-		return fmt.Errorf("dataset: unknown format %q", s.Format)
+	invalid := func(ptr, format string, args ...any) error {
+		return gyre.Errorf(gyre.CodeInvalidBody, format, args...).AtPointer(ptr)
 	}
-	if s.Filters.MinMargin != nil && *s.Filters.MinMargin < 0 {
-		return fmt.Errorf("dataset: min_margin %v is negative", *s.Filters.MinMargin)
+	if !s.Format.Valid() {
+		return invalid("/format", "format %q is not one of sft, dpo, rl, atif", s.Format)
+	}
+	if v := s.Filters.MinReward; v != nil && (math.IsNaN(*v) || math.IsInf(*v, 0)) {
+		return invalid("/min_reward", "min_reward must be a finite number")
+	}
+	if v := s.Filters.MinMargin; v != nil && (math.IsNaN(*v) || math.IsInf(*v, 0) || *v < 0) {
+		return invalid("/min_margin", "min_margin must be a finite number, at least 0")
 	}
 	if s.Filters.Since != nil && s.Filters.Until != nil && !s.Filters.Since.Before(*s.Filters.Until) {
-		return fmt.Errorf("dataset: since is not before until")
+		return invalid("/until", "until must be after since")
 	}
 	return nil
 }

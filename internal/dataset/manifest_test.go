@@ -7,9 +7,12 @@ import (
 	"encoding/json"
 	"errors"
 	"iter"
+	"math"
 	"slices"
 	"testing"
+	"time"
 
+	"github.com/gyrehq/gyre"
 	"github.com/gyrehq/gyre/internal/dataset"
 )
 
@@ -210,5 +213,44 @@ func TestWriteRefusesUnknownFormat(t *testing.T) {
 	}
 	if !slices.Equal(dataset.Formats, []dataset.Format{"sft", "dpo", "rl", "atif"}) {
 		t.Errorf("Formats = %v", dataset.Formats)
+	}
+}
+
+// TestSelectionRefusesWhatNoBuildCouldFix: an unknown format or a filter
+// out of range is a 422 invalid_body pointing at the member at fault.
+func TestSelectionRefusesWhatNoBuildCouldFix(t *testing.T) {
+	t.Parallel()
+	later := t0.Add(time.Hour)
+	tests := []struct {
+		name    string
+		edit    func(*dataset.Selection)
+		pointer string
+	}{
+		{"every format is valid with no filters", func(*dataset.Selection) {}, ""},
+		{"unknown format", func(s *dataset.Selection) { s.Format = "parquet" }, "/format"},
+		{"empty format", func(s *dataset.Selection) { s.Format = "" }, "/format"},
+		{"negative min_margin", func(s *dataset.Selection) { s.Filters.MinMargin = ptr(-0.1) }, "/min_margin"},
+		{"NaN min_reward", func(s *dataset.Selection) { s.Filters.MinReward = ptr(math.NaN()) }, "/min_reward"},
+		{"until before since", func(s *dataset.Selection) { s.Filters.Since, s.Filters.Until = &later, &t0 }, "/until"},
+		{"until equal to since", func(s *dataset.Selection) { s.Filters.Since, s.Filters.Until = &t0, &t0 }, "/until"},
+		{"a since before until", func(s *dataset.Selection) { s.Filters.Since, s.Filters.Until = &t0, &later }, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := sel(dataset.FormatDPO)
+			tt.edit(&s)
+			err := s.Validate()
+			if tt.pointer == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			var ge *gyre.Error
+			if !errors.As(err, &ge) || ge.Code != gyre.CodeInvalidBody || ge.Pointer != tt.pointer || ge.Status() != 422 {
+				t.Errorf("err = %v, want 422 invalid_body at %s", err, tt.pointer)
+			}
+		})
 	}
 }
