@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"strconv"
+	"strings"
 )
 
 // Limits are a batch's gateway limits (SPEC §6.1): a request past one of
@@ -48,7 +49,7 @@ func DecodeLimits(b []byte) (Limits, error) {
 			return Limits{}, bad("", "limits is not valid JSON")
 		}
 		name, _ := tok.(string)
-		ptr := "/" + name
+		ptr := "/" + pointerEscaper.Replace(name)
 		var v any
 		if err := dec.Decode(&v); err != nil {
 			return Limits{}, bad(ptr, "limits is not valid JSON")
@@ -98,3 +99,6 @@ func DecodeLimits(b []byte) (Limits, error) {
 	}
 	return l, nil
 }
+
+// pointerEscaper escapes a member name as a JSON Pointer token (RFC 6901).
+var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
