@@ -22,16 +22,10 @@ const batchStateExpr = `CASE WHEN b.cancelled_us IS NOT NULL THEN 'cancelled'
 	WHEN EXISTS (SELECT 1 FROM rollouts o WHERE o.batch_id = b.id AND o.state IN ('queued', 'leased', 'submitted')) THEN 'running'
 	ELSE 'finished' END`
 
-// finishedExpr selects a batch's finished rollouts: not replaced by a retry
-// or a release's re-queue, and ended graded with a decided training grade,
-// abandoned or deadline_exceeded. Released and cancelled rollouts, and
-// those still waiting for grading or reconciliation, are not finished.
+// finishedExpr selects a batch's finished rollouts in SQL, as
+// rolloutClass.finished does in Go.
 const finishedExpr = `(replaced_by IS NULL AND ((state = 'graded' AND training_grade IS NOT NULL)
 	OR state IN ('abandoned', 'deadline_exceeded')))`
-
-// scoredExpr selects graded rollouts without an exclusion: the pass-rate
-// and reward population.
-const scoredExpr = `(state = 'graded' AND exclusion_reason IS NULL)`
 
 // BatchSummary returns a batch with its progress and results.
 func (s *Store) BatchSummary(ctx context.Context, tenantID, batchID string) (store.BatchSummary, error) {
@@ -126,7 +120,7 @@ func (s *Store) batchSummaries(ctx context.Context, tenantID string, ids []strin
 	}
 	in, args = inList(1, owned)
 	for _, agg := range []func(context.Context, string, []any, map[string]*store.BatchSummary) error{
-		s.batchCounts, s.batchGroups, s.batchResults, s.batchReasons,
+		s.batchClasses, s.batchGroups, s.batchReasons,
 	} {
 		if err := agg(ctx, in, args, byID); err != nil {
 			return nil, err
@@ -139,23 +133,92 @@ func (s *Store) batchSummaries(ctx context.Context, tenantID string, ids []strin
 	return out, nil
 }
 
-// batchCounts counts rollouts by state.
-func (s *Store) batchCounts(ctx context.Context, in string, args []any, sums map[string]*store.BatchSummary) error {
-	rows, err := s.reader.QueryContext(ctx, `SELECT batch_id, state, COUNT(*) FROM rollouts
-		WHERE batch_id IN (`+in+`) GROUP BY batch_id, state`, args...)
+// rolloutClass is one class of a batch's rollouts, as batchClasses groups
+// them: every fact the results read, and how many rollouts share them.
+type rolloutClass struct {
+	state    gyre.RolloutState
+	excluded bool   // the output carries an exclusion
+	outcome  string // passed, failed, unscored, or "" when not graded
+	replaced bool   // a retry or a release's re-queue replaced it
+	grade    int    // training grade: 1 yes, 0 no, -1 undecided
+	n        int
+	// rewardSum and rewardN total the rewards of the class's rollouts
+	// that have one.
+	rewardSum float64
+	rewardN   int
+}
+
+// finished reports whether the class's rollouts are finished rollouts of
+// their batch: not replaced, and ended graded with a decided training
+// grade, abandoned or deadline_exceeded (store.BatchSummary.Finished).
+func (c rolloutClass) finished() bool {
+	if c.replaced {
+		return false
+	}
+	switch c.state {
+	case gyre.StateGraded:
+		return c.grade >= 0
+	case gyre.StateAbandoned, gyre.StateDeadlineExceeded:
+		return true
+	}
+	return false
+}
+
+// add counts the class into sum.
+func (c rolloutClass) add(sum *store.BatchSummary) {
+	sum.Counts[c.state] += c.n
+	if c.state == gyre.StateGraded {
+		switch {
+		case c.excluded:
+			sum.Excluded += c.n
+		case c.outcome == "passed":
+			sum.Passed += c.n
+		case c.outcome == "failed":
+			sum.Failed += c.n
+		case c.outcome == "unscored":
+			sum.Unscored += c.n
+		}
+		if !c.excluded && c.rewardN > 0 {
+			mean := 0.0
+			if sum.MeanReward != nil {
+				mean = *sum.MeanReward * float64(sum.RewardN)
+			}
+			sum.RewardN += c.rewardN
+			mean = (mean + c.rewardSum) / float64(sum.RewardN)
+			sum.MeanReward = &mean
+		}
+	}
+	if !c.finished() {
+		return
+	}
+	sum.Finished += c.n
+	switch {
+	case c.grade == 1:
+		sum.TrainingGrade += c.n
+	case c.state != gyre.StateGraded:
+		sum.NotTrainingGrade["state:"+string(c.state)] += c.n
+	}
+}
+
+// batchClasses groups the batches' rollouts by every fact the results
+// read, one scan, and counts each class into its summary.
+func (s *Store) batchClasses(ctx context.Context, in string, args []any, sums map[string]*store.BatchSummary) error {
+	rows, err := s.reader.QueryContext(ctx, `SELECT batch_id, state, exclusion_reason IS NOT NULL, COALESCE(outcome, ''),
+		replaced_by IS NOT NULL, CASE WHEN training_grade IS NULL THEN -1 WHEN training_grade = TRUE THEN 1 ELSE 0 END,
+		COUNT(*), COALESCE(SUM(reward), 0), COUNT(reward)
+		FROM rollouts WHERE batch_id IN (`+in+`) GROUP BY 1, 2, 3, 4, 5, 6`, args...)
 	if err != nil {
-		return fmt.Errorf("batch counts: %w", err)
+		return fmt.Errorf("batch results: %w", err)
 	}
 	return eachRow(rows, func() error {
 		var (
-			id    string
-			state gyre.RolloutState
-			n     int
+			id string
+			c  rolloutClass
 		)
-		if err := rows.Scan(&id, &state, &n); err != nil {
-			return fmt.Errorf("batch counts: %w", err)
+		if err := rows.Scan(&id, &c.state, &c.excluded, &c.outcome, &c.replaced, &c.grade, &c.n, &c.rewardSum, &c.rewardN); err != nil {
+			return fmt.Errorf("batch results: %w", err)
 		}
-		sums[id].Counts[state] = n
+		c.add(sums[id])
 		return nil
 	})
 }
@@ -187,55 +250,13 @@ func (s *Store) batchGroups(ctx context.Context, in string, args []any, sums map
 	})
 }
 
-// batchResults counts outcomes, averages rewards and counts finished and
-// training-grade rollouts.
-func (s *Store) batchResults(ctx context.Context, in string, args []any, sums map[string]*store.BatchSummary) error {
-	rows, err := s.reader.QueryContext(ctx, `SELECT batch_id,
-		SUM(CASE WHEN `+scoredExpr+` AND outcome = 'passed' THEN 1 ELSE 0 END),
-		SUM(CASE WHEN `+scoredExpr+` AND outcome = 'failed' THEN 1 ELSE 0 END),
-		SUM(CASE WHEN `+scoredExpr+` AND outcome = 'unscored' THEN 1 ELSE 0 END),
-		SUM(CASE WHEN state = 'graded' AND exclusion_reason IS NOT NULL THEN 1 ELSE 0 END),
-		SUM(CASE WHEN `+scoredExpr+` THEN reward END),
-		COUNT(CASE WHEN `+scoredExpr+` THEN reward END),
-		SUM(CASE WHEN `+finishedExpr+` THEN 1 ELSE 0 END),
-		SUM(CASE WHEN `+finishedExpr+` AND training_grade = TRUE THEN 1 ELSE 0 END)
-		FROM rollouts WHERE batch_id IN (`+in+`) GROUP BY batch_id`, args...)
-	if err != nil {
-		return fmt.Errorf("batch results: %w", err)
-	}
-	return eachRow(rows, func() error {
-		var (
-			id        string
-			rewardSum sql.NullFloat64
-			r         store.BatchSummary
-		)
-		if err := rows.Scan(&id, &r.Passed, &r.Failed, &r.Unscored, &r.Excluded, &rewardSum, &r.RewardN,
-			&r.Finished, &r.TrainingGrade); err != nil {
-			return fmt.Errorf("batch results: %w", err)
-		}
-		sum := sums[id]
-		sum.Passed, sum.Failed, sum.Unscored, sum.Excluded = r.Passed, r.Failed, r.Unscored, r.Excluded
-		sum.RewardN, sum.Finished, sum.TrainingGrade = r.RewardN, r.Finished, r.TrainingGrade
-		if rewardSum.Valid && r.RewardN > 0 {
-			mean := rewardSum.Float64 / float64(r.RewardN)
-			sum.MeanReward = &mean
-		}
-		return nil
-	})
-}
-
-// batchReasons counts the reasons finished rollouts are not training
-// grade: each reason a graded rollout lists, and "state:<name>" for a
-// rollout the server ended.
+// batchReasons counts the reasons finished graded rollouts list for not
+// being training grade (rolloutClass.add counts the server-ended ones).
 func (s *Store) batchReasons(ctx context.Context, in string, args []any, sums map[string]*store.BatchSummary) error {
 	rows, err := s.reader.QueryContext(ctx, `SELECT batch_id, j.value, COUNT(*)
 		FROM rollouts, `+fmt.Sprintf(s.d.JSONArrayText, "not_training_grade")+`
 		WHERE batch_id IN (`+in+`) AND state = 'graded' AND `+finishedExpr+` AND training_grade = FALSE
-		GROUP BY batch_id, j.value
-		UNION ALL
-		SELECT batch_id, 'state:' || state, COUNT(*) FROM rollouts
-		WHERE batch_id IN (`+in+`) AND state <> 'graded' AND `+finishedExpr+`
-		GROUP BY batch_id, state`, args...)
+		GROUP BY batch_id, j.value`, args...)
 	if err != nil {
 		return fmt.Errorf("batch reasons: %w", err)
 	}
