@@ -36,6 +36,7 @@ const (
 	CodePolicyExists         = "policy_exists"
 	CodeUpstreamNotAllowed   = "upstream_not_allowed"
 	CodeTenantExists         = "tenant_exists"
+	CodeIdempotencyKeyReused = "idempotency_key_reused"
 	// CodeNotGraded: a regrade of a rollout or run that has nothing graded
 	// to grade again (no output, not graded yet, or a run that errored).
 	CodeNotGraded = "not_graded"
@@ -69,6 +70,7 @@ var statusByCode = map[string]int{
 	CodePolicyExists:         http.StatusConflict,
 	CodeUpstreamNotAllowed:   http.StatusUnprocessableEntity,
 	CodeTenantExists:         http.StatusConflict,
+	CodeIdempotencyKeyReused: http.StatusConflict,
 	CodeNotGraded:            http.StatusConflict,
 }
 

@@ -206,6 +206,15 @@ func TestRegrade_TrainingGradeFollowsTheLatestSet(t *testing.T) {
 			t.Fatalf("before the regrade: reasons %s reward %s, want no_verdict and no reward", v["not_training_grade_reasons"], v["reward"])
 		}
 		reconciliation := string(v["reconciliation"])
+		batchOutcomes := func() (outcomes string, reward string) {
+			t.Helper()
+			var b map[string]json.RawMessage
+			decodeInto(t, e.do(http.MethodGet, "/api/v1/batches/"+batch, e.admin, nil), &b)
+			return string(b["outcomes"]), string(b["mean_reward"])
+		}
+		if o, r := batchOutcomes(); !strings.Contains(o, `"unscored":1`) || r != "null" {
+			t.Fatalf("batch before the regrade: outcomes %s mean_reward %s, want one unscored and no reward", o, r)
+		}
 
 		up.Store(true)
 		e.clk.Advance(time.Minute)
@@ -234,6 +243,9 @@ func TestRegrade_TrainingGradeFollowsTheLatestSet(t *testing.T) {
 		if string(v["training_grade"]) == "null" || string(v["reconciliation"]) != reconciliation {
 			t.Errorf("after the regrade: training_grade %s reconciliation %s; want a decision and reconciliation %s unchanged",
 				v["training_grade"], v["reconciliation"], reconciliation)
+		}
+		if o, r := batchOutcomes(); !strings.Contains(o, `"passed":1`) || !strings.Contains(r, `"value":0.9`) {
+			t.Errorf("batch after the regrade: outcomes %s mean_reward %s, want the latest set's pass and reward", o, r)
 		}
 		if h := e.history(ids[0]); len(h) != 2 || h[0].Verdicts[0].Reason != grade.ReasonJudgeError || !passes(h[1].Verdicts) {
 			t.Errorf("history = %+v, want the abstention then the pass", h)

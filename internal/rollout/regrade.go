@@ -102,6 +102,7 @@ func (g *Grader) RegradeRollout(ctx context.Context, tenantID, rolloutID string,
 	res.Set, err = g.store.SaveRegrade(ctx, store.RegradeResult{
 		TenantID: tenantID, RolloutID: rolloutID, Verdicts: verdicts, GraderVersions: versions,
 		Source: source, Graders: requested, TrainingGrade: res.TrainingGrade, Reasons: res.Reasons,
+		Outcome: string(set.Classify()), Reward: res.Reward,
 	})
 	if err != nil {
 		return Regraded{}, err

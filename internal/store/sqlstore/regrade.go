@@ -76,8 +76,12 @@ func (s *Store) SaveRegrade(ctx context.Context, g store.RegradeResult) (store.V
 		if g.TrainingGrade != nil {
 			tg = *g.TrainingGrade
 		}
-		_, err = tx.ExecContext(ctx, `UPDATE rollouts SET graded_us = $2, training_grade = $3, not_training_grade = $4
-			WHERE id = $1`, g.RolloutID, now, tg, string(reasons))
+		var outcome any
+		if g.Outcome != "" {
+			outcome = g.Outcome
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE rollouts SET graded_us = $2, training_grade = $3, not_training_grade = $4,
+			outcome = $5, reward = $6 WHERE id = $1`, g.RolloutID, now, tg, string(reasons), outcome, nullFloat(g.Reward))
 		return err
 	})
 	if err != nil {

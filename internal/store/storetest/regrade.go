@@ -16,6 +16,7 @@ import (
 // grader versions and source, and only graded subjects are regraded.
 func runRegrade(t *testing.T, open Opener) {
 	t.Run("RegradeKeepsEveryVerdictSet", func(t *testing.T) { t.Parallel(); testRegradeKeepsHistory(t, open) })
+	t.Run("BatchResultsFollowTheLatestSet", func(t *testing.T) { t.Parallel(); testRegradeBatchResults(t, open) })
 	t.Run("RegradeNeedsAGradedRollout", func(t *testing.T) { t.Parallel(); testRegradeNotGraded(t, open) })
 	t.Run("RunRegradeKeepsTheFirstGrading", func(t *testing.T) { t.Parallel(); testRunRegrade(t, open) })
 	t.Run("RunKeepsItsGradersAndInput", func(t *testing.T) { t.Parallel(); testRunKeepsGraders(t, open) })
@@ -32,7 +33,8 @@ func gradedRollout(t *testing.T, f *rolloutFixture) store.Rollout {
 		t.Fatal(err)
 	}
 	if err := f.s.SaveGrade(ctx, store.GradeResult{RolloutID: r.ID, Verdicts: json.RawMessage(`[{"grader":"a","pass":null}]`),
-		GraderVersions: json.RawMessage(`[{"grader":"a","name":"judge","version":"1"}]`), Reasons: []string{"reconciliation_pending"}}); err != nil {
+		GraderVersions: json.RawMessage(`[{"grader":"a","name":"judge","version":"1"}]`), Reasons: []string{"reconciliation_pending"},
+		Outcome: "unscored"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.s.FinishReconciliation(ctx, store.ReconcileResult{RolloutID: r.ID, Reconciliation: "off_policy",
@@ -111,6 +113,32 @@ func testRegradeKeepsHistory(t *testing.T, open Opener) {
 		GraderVersions: json.RawMessage(`[]`), Source: "elsewhere"})
 	if err == nil {
 		t.Error("SaveRegrade accepted an unknown source")
+	}
+}
+
+func testRegradeBatchResults(t *testing.T, open Opener) {
+	f := newRolloutFixture(t, open, 1)
+	r := gradedRollout(t, f)
+	sum, err := f.s.BatchSummary(t.Context(), f.tenant.ID, r.BatchID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Unscored != 1 || sum.Passed != 0 || sum.MeanReward != nil {
+		t.Fatalf("before the regrade: unscored %d passed %d reward %v, want the abstaining set's", sum.Unscored, sum.Passed, sum.MeanReward)
+	}
+	f.clk.Advance(time.Minute)
+	no, reward := false, 0.5
+	if _, err := f.s.SaveRegrade(t.Context(), store.RegradeResult{TenantID: f.tenant.ID, RolloutID: r.ID,
+		Verdicts: json.RawMessage(`[{"grader":"a","pass":true,"score":0.5}]`), GraderVersions: json.RawMessage(`[]`),
+		Source: store.VerdictsFromTask, TrainingGrade: &no, Reasons: []string{"off_policy"}, Outcome: "passed", Reward: &reward}); err != nil {
+		t.Fatal(err)
+	}
+	sum, err = f.s.BatchSummary(t.Context(), f.tenant.ID, r.BatchID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Passed != 1 || sum.Unscored != 0 || sum.MeanReward == nil || *sum.MeanReward != 0.5 {
+		t.Errorf("after the regrade: passed %d unscored %d reward %v, want the latest set's pass and reward 0.5", sum.Passed, sum.Unscored, sum.MeanReward)
 	}
 }
 
