@@ -96,9 +96,13 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
+	idem, err := idempotencyKey(r)
+	if err != nil {
+		return err
+	}
 	params := rollout.ClaimParams{
 		TenantID: p.TenantID, AgentID: agentID, KeyID: p.KeyID, Wait: wait,
-		LeaseSeconds: body.LeaseSeconds, IdempotencyKey: r.Header.Get("Idempotency-Key"),
+		LeaseSeconds: body.LeaseSeconds, IdempotencyKey: idem,
 	}
 	if body.MaxRollouts != nil {
 		if *body.MaxRollouts < 1 || *body.MaxRollouts > 64 {
@@ -111,9 +115,6 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) error {
 	}
 	if body.WorkerVersion != nil {
 		params.WorkerVersion = *body.WorkerVersion
-	}
-	if len(params.IdempotencyKey) > 255 {
-		return gyre.Errorf(gyre.CodeInvalidBody, "Idempotency-Key must be at most 255 characters")
 	}
 	res, err := svc.Claim(r.Context(), params)
 	if err != nil {

@@ -306,6 +306,7 @@ func (s *Server) handle(pattern string, a access, h handlerFunc) {
 	}
 	s.patterns[pattern] = true
 	surface := surfaceOf(pattern)
+	params := patternParams(route)
 
 	var next http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if a.roles != nil {
@@ -335,6 +336,10 @@ func (s *Server) handle(pattern string, a access, h handlerFunc) {
 		info := infoFrom(r.Context())
 		info.route = route
 		info.public = a.quiet
+		if err := checkParams(r, params); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
 		limit := s.cfg.MaxBodyBytes
 		if a.blobBody {
 			limit = s.cfg.MaxBlobBytes
