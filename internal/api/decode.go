@@ -111,6 +111,17 @@ func requireJSON(r *http.Request) error {
 	return nil
 }
 
+// requireJSONBody is requireJSON for a request that may carry a body: one
+// that declares an empty body (Content-Length: 0, as curl -d ” sends with
+// a form Content-Type) is let through, so the routes whose body is empty
+// or optional (heartbeat, release, claim, cancel) keep working.
+func requireJSONBody(r *http.Request) error {
+	if r.ContentLength == 0 {
+		return nil
+	}
+	return requireJSON(r)
+}
+
 // decodeObject is decodeJSON after the body has been read.
 func decodeObject(b []byte, dst any) error {
 	if len(bytes.TrimSpace(b)) == 0 {

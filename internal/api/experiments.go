@@ -35,7 +35,7 @@ func (s *Server) experimentRoutes() {
 	s.handle("GET /api/v1/experiments/{id}/runs", experimentReader, s.listExperimentRuns)
 	s.handle("PUT /api/v1/experiments/{id}/runs/{case_id}/{repetition}", evaluatorOnly, s.putExperimentRun)
 	s.handle("POST /api/v1/experiments/{id}/finish", evaluatorOnly, s.finishExperiment)
-	s.handle("PUT /api/v1/blobs/{sha256}", access{roles: evaluatorOnly.roles, blobBody: true}, s.putBlob)
+	s.handle("PUT /api/v1/blobs/{sha256}", access{roles: evaluatorOnly.roles, blobBody: true, ownMediaType: true}, s.putBlob)
 }
 
 // maxHarnessLen bounds the harness name or URL of an experiment.
