@@ -112,7 +112,7 @@ func requireJSON(r *http.Request) error {
 }
 
 // requireJSONBody is requireJSON for a request that may carry a body: one
-// that declares an empty body (Content-Length: 0, as curl -d ” sends with
+// that declares an empty body (Content-Length: 0, as curl -d "" sends with
 // a form Content-Type) is let through, so the routes whose body is empty
 // or optional (heartbeat, release, claim, cancel) keep working.
 func requireJSONBody(r *http.Request) error {

@@ -64,7 +64,7 @@ func TestEveryJSONRouteRefusesOtherMediaTypes(t *testing.T) {
 }
 
 // The flywheel/1 routes whose body is empty or optional keep answering a
-// request with no body, whatever Content-Type it declares (curl -d ”
+// request with no body, whatever Content-Type it declares (curl -d ""
 // declares a form), and JSON routes take JSON with parameters or a +json
 // type.
 func TestEmptyBodiesAndJSONVariantsAreAccepted(t *testing.T) {
