@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -117,6 +118,12 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) error {
 		params.WorkerVersion = *body.WorkerVersion
 	}
 	res, err := svc.Claim(r.Context(), params)
+	if errors.Is(err, rollout.ErrClaimPending) {
+		// Not the client's fault, and a 4xx would stop gyre's worker:
+		// retrying with the same key returns the running claim's rollouts.
+		w.Header().Set("Retry-After", "1")
+		return gyre.Errorf(gyre.CodeUnavailable, "a claim with this Idempotency-Key is still running: retry with the same key")
+	}
 	if err != nil {
 		return err
 	}

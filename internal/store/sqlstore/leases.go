@@ -31,6 +31,14 @@ func (s *Store) Claim(ctx context.Context, c store.ClaimRequest) (store.ClaimRes
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		res = store.ClaimResult{}
 		if c.IdempotencyKey != "" {
+			// Claims sharing a key run one at a time, so that exactly one
+			// leases and the others read what it remembered. Without
+			// the lock, concurrent claims on PostgreSQL each found no
+			// answer yet, each leased its own rollouts (SKIP LOCKED),
+			// and all but the last one's were orphaned.
+			if err := s.lockTx(ctx, tx, "claim-key\x00"+c.TenantID+"\x00"+c.AgentID+"\x00"+c.IdempotencyKey); err != nil {
+				return err
+			}
 			done, err := s.reclaim(ctx, tx, c, &res)
 			if err != nil || done {
 				return err
