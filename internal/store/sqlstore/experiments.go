@@ -3,7 +3,6 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -70,7 +69,8 @@ func (s *Store) Experiment(ctx context.Context, tenantID, id string) (store.Expe
 
 // ListExperiments lists the tenant's experiments, newest first.
 func (s *Store) ListExperiments(ctx context.Context, tenantID string, p store.Page) ([]store.Experiment, string, error) {
-	after, err := decodeCursor("experiment", p.Cursor)
+	cur := listCursor(tenantID, "experiments")
+	after, err := cur.decodeID(p.Cursor)
 	if err != nil {
 		return nil, "", fmt.Errorf("list experiments: %w", err)
 	}
@@ -101,7 +101,7 @@ func (s *Store) ListExperiments(ctx context.Context, tenantID string, p store.Pa
 	var next string
 	if len(out) > n {
 		out = out[:n]
-		next = encodeCursor("experiment", out[n-1].ID)
+		next = cur.encode(out[n-1].ID)
 	}
 	return out, next, nil
 }
@@ -279,7 +279,8 @@ func (s *Store) Run(ctx context.Context, tenantID, experimentID, caseID string, 
 
 // ListRuns lists an experiment's run records by case id, then repetition.
 func (s *Store) ListRuns(ctx context.Context, tenantID, experimentID string, p store.Page) ([]store.RunRecord, string, error) {
-	afterCase, afterRep, err := decodeRunCursor(p.Cursor)
+	cur := listCursor(tenantID, "runs", experimentID)
+	afterCase, afterRep, err := decodeRunCursor(cur, p.Cursor)
 	if err != nil {
 		return nil, "", fmt.Errorf("list runs: %w", err)
 	}
@@ -315,34 +316,25 @@ func (s *Store) ListRuns(ctx context.Context, tenantID, experimentID string, p s
 	if len(out) > n {
 		out = out[:n]
 		last := out[n-1]
-		next = encodeRunCursor(last.CaseID, last.Repetition)
+		next = cur.encode(strconv.Itoa(last.Repetition) + ":" + last.CaseID)
 	}
 	return out, next, nil
 }
 
-// Run cursors are base64url of "run:<repetition>:<case id>". The empty
-// case id sorts before every stored one, so "" starts the list.
-func encodeRunCursor(caseID string, rep int) string {
-	return base64.RawURLEncoding.EncodeToString([]byte("run:" + strconv.Itoa(rep) + ":" + caseID))
-}
-
-func decodeRunCursor(cursor string) (string, int, error) {
-	if cursor == "" {
-		return "", 0, nil
+// decodeRunCursor reads the position of a runs cursor,
+// "<repetition>:<case id>", or "", 0 for the first page: the empty case id
+// sorts before every stored one.
+func decodeRunCursor(cur cursorScope, cursor string) (string, int, error) {
+	pos, err := cur.decode(cursor)
+	if err != nil || pos == "" {
+		return "", 0, err
 	}
-	raw, err := base64.RawURLEncoding.DecodeString(cursor)
-	if err != nil {
-		return "", 0, fmt.Errorf("decode cursor: %w", store.ErrInvalidCursor)
-	}
-	parts := strings.SplitN(string(raw), ":", 3)
-	if len(parts) != 3 || parts[0] != "run" || parts[2] == "" {
+	r, caseID, ok := strings.Cut(pos, ":")
+	rep, err := strconv.Atoi(r)
+	if !ok || caseID == "" || err != nil || rep < 1 || strconv.Itoa(rep) != r {
 		return "", 0, fmt.Errorf("cursor is not a run cursor: %w", store.ErrInvalidCursor)
 	}
-	rep, err := strconv.Atoi(parts[1])
-	if err != nil || rep < 1 || strconv.Itoa(rep) != parts[1] {
-		return "", 0, fmt.Errorf("cursor is not a run cursor: %w", store.ErrInvalidCursor)
-	}
-	return parts[2], rep, nil
+	return caseID, rep, nil
 }
 
 func scanRun(r scanner) (store.RunRecord, error) {

@@ -83,7 +83,8 @@ func (s *Store) KeyByHash(ctx context.Context, hash [32]byte) (gyre.APIKey, erro
 // page at a time. next is empty after the last page. A tenant id that is
 // unknown or foreign simply has no keys.
 func (s *Store) ListKeys(ctx context.Context, tenantID string, p store.Page) ([]gyre.APIKey, string, error) {
-	after, err := decodeCursor("key", p.Cursor)
+	cur := listCursor(tenantID, "keys")
+	after, err := cur.decodeID(p.Cursor)
 	if err != nil {
 		return nil, "", fmt.Errorf("list keys: %w", err)
 	}
@@ -112,7 +113,7 @@ func (s *Store) ListKeys(ctx context.Context, tenantID string, p store.Page) ([]
 	var next string
 	if len(keys) > n {
 		keys = keys[:n]
-		next = encodeCursor("key", keys[n-1].ID)
+		next = cur.encode(keys[n-1].ID)
 	}
 	return keys, next, nil
 }

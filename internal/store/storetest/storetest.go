@@ -52,6 +52,10 @@ func Run(t *testing.T, open Opener) {
 	t.Run("TenantIsolation", func(t *testing.T) { t.Parallel(); testTenantIsolation(t, open) })
 	t.Run("ListKeysPages", func(t *testing.T) { t.Parallel(); testListKeysPages(t, open) })
 	t.Run("ListKeysBadCursor", func(t *testing.T) { t.Parallel(); testListKeysBadCursor(t, open) })
+	t.Run("CursorsAreBoundToTenantListAndFilter", func(t *testing.T) {
+		t.Parallel()
+		testCursorsAreBoundToTenantListAndFilter(t, open)
+	})
 	t.Run("Bootstrap", func(t *testing.T) { t.Parallel(); testBootstrap(t, open) })
 	t.Run("BootstrapConcurrent", func(t *testing.T) { t.Parallel(); testBootstrapConcurrent(t, open) })
 	t.Run("BootstrapAtomic", func(t *testing.T) { t.Parallel(); testBootstrapAtomic(t, open) })
