@@ -186,6 +186,14 @@ type envOptions struct {
 	limits   ratelimit.Config
 	// wrapRolloutStore, when set, wraps the store the rollout service uses.
 	wrapRolloutStore func(store.Store) store.Store
+	// claimWaiting is the rollout service's Deps.Waiting.
+	claimWaiting func()
+}
+
+// withClaimWaiting has the rollout service call f each time a claim
+// starts waiting (rollout.Deps.Waiting).
+func withClaimWaiting(f func()) envOption {
+	return func(o *envOptions) { o.claimWaiting = f }
 }
 
 // withRolloutStore makes the rollout service use wrap(the env's store),
@@ -251,7 +259,7 @@ func newEnv(t *testing.T, eng engine, cfg Config, opts ...envOption) *env {
 		if o.wrapRolloutStore != nil {
 			rst = o.wrapRolloutStore(e.st)
 		}
-		svc, err := rollout.New(rc, rollout.Deps{Store: rst, Clock: clk, Logger: log})
+		svc, err := rollout.New(rc, rollout.Deps{Store: rst, Clock: clk, Logger: log, Waiting: o.claimWaiting})
 		if err != nil {
 			t.Fatal(err)
 		}

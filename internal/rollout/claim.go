@@ -85,6 +85,7 @@ func (s *Service) claim(ctx context.Context, p ClaimParams) (Claimed, error) {
 			return out, err
 		}
 		recheck := time.NewTimer(s.cfg.RecheckEvery)
+		s.waiting()
 		select {
 		case <-woken:
 		case <-recheck.C:

@@ -22,8 +22,8 @@ type sameKeyClaims struct {
 	mu      sync.Mutex
 	running map[string]*keyedClaim
 	slack   time.Duration // Config.SameKeySlack
-	// waiting, when set, is called each time a claim starts waiting for
-	// another with its key (tests synchronise on it).
+	// waiting is called each time a claim starts waiting for another
+	// with its key (Deps.Waiting).
 	waiting func()
 }
 
@@ -61,16 +61,13 @@ func (s *sameKeyClaims) do(ctx context.Context, key string, wait time.Duration, 
 			close(mine.done)
 			return mine.res, mine.err
 		}
-		waiting := s.waiting
 		s.mu.Unlock()
 		if expired == nil {
 			t := time.NewTimer(running.bound)
 			defer t.Stop()
 			expired = t.C
 		}
-		if waiting != nil {
-			waiting()
-		}
+		s.waiting()
 		select {
 		case <-running.done:
 			if running.err != nil && (errors.Is(running.err, context.Canceled) || errors.Is(running.err, context.DeadlineExceeded)) {

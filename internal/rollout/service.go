@@ -115,6 +115,7 @@ type Service struct {
 	backoff *backoff
 	wake    *wakeups
 	polls   *pollLimiter
+	waiting func() // Deps.Waiting, never nil
 	sameKey *sameKeyClaims
 	grader  *Grader
 	closing chan struct{}
@@ -128,6 +129,11 @@ type Deps struct {
 	// Grader grades accepted outputs; nil builds one with no judge and no
 	// command graders allowed.
 	Grader *Grader
+	// Waiting, when set, is called each time a claim starts waiting: a
+	// long-poll that found no work, or a claim waiting for the running
+	// claim with its Idempotency-Key. It must not block. Tests use it to
+	// know a claim is pending before they change what it waits for.
+	Waiting func()
 }
 
 // New returns a Service. Start its watchdog and grader with Run.
@@ -154,9 +160,14 @@ func New(cfg Config, d Deps) (*Service, error) {
 		backoff: newBackoff(cfg.PollMin, cfg.PollMax),
 		wake:    newWakeups(),
 		polls:   newPollLimiter(cfg.LongPollsPerKey),
+		waiting: func() {},
 		sameKey: newSameKeyClaims(cfg.SameKeySlack),
 		closing: make(chan struct{}),
 	}
+	if d.Waiting != nil {
+		s.waiting = d.Waiting
+	}
+	s.sameKey.waiting = s.waiting
 	s.grader = d.Grader
 	if s.grader == nil {
 		s.grader = NewGrader(d.Store, GraderDeps{Logger: d.Logger})
