@@ -17,6 +17,9 @@ const experimentColumns = `id, suite_name, suite_version, harness, capabilities,
 
 // CreateExperiment stores a new experiment with a fresh UUIDv7 id.
 func (s *Store) CreateExperiment(ctx context.Context, e store.NewExperiment) (store.Experiment, error) {
+	if err := refuseNUL("/suite", e.Suite, "/suite_version", e.SuiteVersion, "/harness", e.Harness); err != nil {
+		return store.Experiment{}, fmt.Errorf("create experiment: %w", err)
+	}
 	switch {
 	case e.Suite == "":
 		return store.Experiment{}, errors.New("create experiment: empty suite name")
@@ -117,7 +120,7 @@ func (s *Store) FinishExperiment(ctx context.Context, f store.ExperimentFinish) 
 		now := s.now()
 		res, err := tx.ExecContext(ctx,
 			`UPDATE experiments SET model = $3, summary = $4, finished_us = $5 WHERE tenant_id = $1 AND id = $2`,
-			f.TenantID, f.ID, nullString(f.Model), string(f.Summary), now)
+			f.TenantID, f.ID, jsonText(f.Model), string(f.Summary), now)
 		if err != nil {
 			return err
 		}
@@ -149,7 +152,13 @@ func scanExperiment(r scanner) (store.Experiment, error) {
 	}
 	e.Capabilities = json.RawMessage(caps)
 	e.Config = json.RawMessage(cfg)
-	e.Model = model.String
+	m, err := fromJSONText(model)
+	if err != nil {
+		return store.Experiment{}, err
+	}
+	if m != nil {
+		e.Model = *m
+	}
 	if summary.Valid {
 		e.Summary = json.RawMessage(summary.String)
 	}
@@ -166,6 +175,9 @@ const runColumns = `experiment_id, case_id, repetition, run_id, status, classifi
 var runClassifications = []string{"", "passed", "failed", "unscored", "error"}
 
 func checkRun(r store.RunRecord) error {
+	if err := refuseNUL("/case_id", r.CaseID, "/status", r.Status); err != nil {
+		return err
+	}
 	switch {
 	case r.CaseID == "" || len(r.CaseID) > maxNameLen:
 		return fmt.Errorf("case id %q is empty or too long", r.CaseID)
@@ -206,10 +218,6 @@ func (s *Store) PutRun(ctx context.Context, r store.RunRecord) (bool, error) {
 	if err := checkRun(r); err != nil {
 		return false, fmt.Errorf("put run: %w", err)
 	}
-	var answer any
-	if r.Answer != nil {
-		answer = *r.Answer
-	}
 	var created bool
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		var one int
@@ -241,8 +249,8 @@ func (s *Store) PutRun(ctx context.Context, r store.RunRecord) (bool, error) {
 			   attempts = excluded.attempts, usage = excluded.usage, score = excluded.score,
 			   latency_ms = excluded.latency_ms, started_us = excluded.started_us, finished_us = excluded.finished_us,
 			   updated_us = excluded.updated_us`,
-			r.ExperimentID, r.CaseID, r.Repetition, r.TenantID, nullString(r.RunID), nullString(r.Status),
-			nullString(r.Classification), r.TimedOut, nullString(r.Error), nullString(r.Model), answer,
+			r.ExperimentID, r.CaseID, r.Repetition, r.TenantID, jsonText(r.RunID), nullString(r.Status),
+			nullString(r.Classification), r.TimedOut, jsonText(r.Error), jsonText(r.Model), jsonTextPtr(r.Answer),
 			nullJSON(r.Output), nullJSON(r.Verdicts), nullString(r.TrajectorySHA256), nullJSON(r.Trajectory),
 			nullJSON(r.Files), nullJSON(r.Artifacts), nullJSON(r.Attempts), nullJSON(r.Usage),
 			nullFloat(r.Score), nullFloat(r.LatencyMS), nullMicros(r.StartedAt), nullMicros(r.FinishedAt), s.now())
@@ -353,11 +361,21 @@ func scanRun(r scanner) (store.RunRecord, error) {
 	if err != nil {
 		return store.RunRecord{}, err
 	}
-	rec.RunID, rec.Status, rec.Classification = runID.String, status.String, class.String
-	rec.Error, rec.Model, rec.TrajectorySHA256 = errMsg.String, model.String, traj.String
-	if answer.Valid {
-		a := answer.String
-		rec.Answer = &a
+	rec.Status, rec.Classification, rec.TrajectorySHA256 = status.String, class.String, traj.String
+	for _, f := range []struct {
+		col sql.NullString
+		dst *string
+	}{{runID, &rec.RunID}, {errMsg, &rec.Error}, {model, &rec.Model}} {
+		v, err := fromJSONText(f.col)
+		if err != nil {
+			return store.RunRecord{}, err
+		}
+		if v != nil {
+			*f.dst = *v
+		}
+	}
+	if rec.Answer, err = fromJSONText(answer); err != nil {
+		return store.RunRecord{}, err
 	}
 	rec.Output = rawOrNil(output)
 	rec.Verdicts = rawOrNil(verdicts)

@@ -16,6 +16,9 @@ import (
 
 // CreatePolicy stores a new policy, or finds the identical one.
 func (s *Store) CreatePolicy(ctx context.Context, p store.Policy) (store.Policy, bool, error) {
+	if err := refuseNUL("/name", p.Name); err != nil {
+		return store.Policy{}, false, fmt.Errorf("create policy: %w", err)
+	}
 	var (
 		out     store.Policy
 		created bool

@@ -17,6 +17,9 @@ const keyColumns = `id, tenant_id, name, role, agent_ids, created_us, revoked_us
 // store.ErrNotFound if the tenant does not exist, store.ErrConflict if a
 // key with the same hash exists.
 func (s *Store) CreateKey(ctx context.Context, k store.NewKey) (gyre.APIKey, error) {
+	if err := refuseNUL("/name", k.Name); err != nil {
+		return gyre.APIKey{}, fmt.Errorf("create key: %w", err)
+	}
 	var key gyre.APIKey
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		if _, err := tenantByID(ctx, tx, k.TenantID); err != nil {

@@ -24,6 +24,9 @@ func (s *Store) Claim(ctx context.Context, c store.ClaimRequest) (store.ClaimRes
 	if c.Max < 1 || len(c.Secrets) < c.Max || c.Lease <= 0 {
 		return store.ClaimResult{}, errors.New("claim: need max ≥ 1, a positive lease and one secret set per rollout")
 	}
+	if err := refuseNUL("/worker_id", c.WorkerID, "/worker_version", c.WorkerVersion, "Idempotency-Key", c.IdempotencyKey); err != nil {
+		return store.ClaimResult{}, fmt.Errorf("claim: %w", err)
+	}
 	if s.d.OneStatementClaim && s.dbClock && c.IdempotencyKey == "" && c.Max <= maxCombinedRows {
 		return s.claimOneStatement(ctx, c)
 	}

@@ -61,6 +61,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("BootstrapAtomic", func(t *testing.T) { t.Parallel(); testBootstrapAtomic(t, open) })
 	t.Run("ConcurrentCreates", func(t *testing.T) { t.Parallel(); testConcurrentCreates(t, open) })
 	t.Run("CanceledContext", func(t *testing.T) { t.Parallel(); testCanceledContext(t, open) })
+	t.Run("TextHoldingNUL", func(t *testing.T) { t.Parallel(); testTextHoldingNUL(t, open) })
 
 	// Each concept's conformance tests live in their own file.
 	t.Run("Turns", func(t *testing.T) { t.Parallel(); runTurns(t, open) })
