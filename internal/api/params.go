@@ -54,13 +54,13 @@ func patternParams(pattern string) []string {
 
 // checkParams refuses, before any handler or store sees them, path
 // parameters (names, from patternParams) and a query string that are not
-// UTF-8 after percent-decoding: every identifier gyre reads is text, and a
-// store must never be asked to compare or keep bytes that are not
-// (PostgreSQL refuses them with an error that would surface as a 500).
+// UTF-8 after percent-decoding or hold U+0000: every identifier gyre reads
+// is text, and a store must never be asked to compare or keep bytes that
+// PostgreSQL refuses with an error that would surface as a 500.
 func checkParams(r *http.Request, names []string) *gyre.Error {
 	for _, name := range names {
-		if !utf8.ValidString(r.PathValue(name)) {
-			return gyre.Errorf(gyre.CodeInvalidPathParam, "path parameter %s is not valid UTF-8 after percent-decoding", name)
+		if v := r.PathValue(name); !utf8.ValidString(v) || strings.IndexByte(v, 0) >= 0 {
+			return gyre.Errorf(gyre.CodeInvalidPathParam, "path parameter %s is not valid UTF-8 after percent-decoding, or holds U+0000", name)
 		}
 	}
 	if r.URL.RawQuery == "" {
@@ -71,12 +71,12 @@ func checkParams(r *http.Request, names []string) *gyre.Error {
 		return gyre.Errorf(gyre.CodeInvalidQuery, "the query string is malformed")
 	}
 	for name, vals := range q {
-		if !utf8.ValidString(name) {
-			return gyre.Errorf(gyre.CodeInvalidQuery, "a query parameter name is not valid UTF-8 after percent-decoding")
+		if !utf8.ValidString(name) || strings.IndexByte(name, 0) >= 0 {
+			return gyre.Errorf(gyre.CodeInvalidQuery, "a query parameter name is not valid UTF-8 after percent-decoding, or holds U+0000")
 		}
 		for _, v := range vals {
-			if !utf8.ValidString(v) {
-				return gyre.Errorf(gyre.CodeInvalidQuery, "query parameter %q is not valid UTF-8 after percent-decoding", name)
+			if !utf8.ValidString(v) || strings.IndexByte(v, 0) >= 0 {
+				return gyre.Errorf(gyre.CodeInvalidQuery, "query parameter %q is not valid UTF-8 after percent-decoding, or holds U+0000", name)
 			}
 		}
 	}

@@ -63,8 +63,8 @@ func errorCode(t *testing.T, r response) string {
 }
 
 // Every route refuses a path parameter or query string that is not UTF-8
-// after percent-decoding, with the same answer on every store, before any
-// handler or store sees it (issue 11, defect 1).
+// after percent-decoding or holds U+0000, with the same answer on every
+// store, before any handler or store sees it (issue 11, defects 1 and 2).
 func TestIdentifiersMustBeUTF8(t *testing.T) {
 	t.Parallel()
 	for _, eng := range engines() {
@@ -77,7 +77,7 @@ func TestIdentifiersMustBeUTF8(t *testing.T) {
 				method, route := routeMethod(pattern)
 				for _, name := range patternParams(route) {
 					withParams++
-					for _, bad := range []string{"%FF", "a%C3%28b", "%ED%A0%80"} {
+					for _, bad := range []string{"%FF", "a%C3%28b", "%ED%A0%80", "a%00b"} {
 						path := routePath(route, name, bad)
 						r := e.do(method, path, inference, strings.NewReader(`{}`))
 						if r.status != http.StatusBadRequest || errorCode(t, r) != "invalid_path_param" {
@@ -85,7 +85,7 @@ func TestIdentifiersMustBeUTF8(t *testing.T) {
 						}
 					}
 				}
-				for _, query := range []string{"?agent_id=%FF", "?%FF=1", "?cursor=%C0%AF"} {
+				for _, query := range []string{"?agent_id=%FF", "?%FF=1", "?cursor=%C0%AF", "?agent_id=a%00b", "?a%00=1"} {
 					path := routePath(route, "", "") + query
 					r := e.do(method, path, e.admin, strings.NewReader(`{}`))
 					if r.status != http.StatusBadRequest || errorCode(t, r) != "invalid_query" {
