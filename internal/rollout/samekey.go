@@ -54,11 +54,7 @@ func (s *sameKeyClaims) do(ctx context.Context, key string, wait time.Duration, 
 			mine := &keyedClaim{done: make(chan struct{}), bound: wait + s.slack}
 			s.running[key] = mine
 			s.mu.Unlock()
-			mine.res, mine.err = claim()
-			s.mu.Lock()
-			delete(s.running, key)
-			s.mu.Unlock()
-			close(mine.done)
+			s.run(key, mine, claim)
 			return mine.res, mine.err
 		}
 		s.mu.Unlock()
@@ -70,7 +66,7 @@ func (s *sameKeyClaims) do(ctx context.Context, key string, wait time.Duration, 
 		s.waiting()
 		select {
 		case <-running.done:
-			if running.err != nil && (errors.Is(running.err, context.Canceled) || errors.Is(running.err, context.DeadlineExceeded)) {
+			if errors.Is(running.err, errClaimAborted) || errors.Is(running.err, context.Canceled) || errors.Is(running.err, context.DeadlineExceeded) {
 				continue // its caller left; this one claims instead
 			}
 			return running.res, running.err
@@ -80,4 +76,21 @@ func (s *sameKeyClaims) do(ctx context.Context, key string, wait time.Duration, 
 			return Claimed{}, ctx.Err()
 		}
 	}
+}
+
+// errClaimAborted is the answer of a running claim that ended without one
+// (it panicked): claims waiting for it claim themselves instead.
+var errClaimAborted = errors.New("the claim with this Idempotency-Key ended without an answer")
+
+// run runs the claim registered under key and, however it ends, releases
+// the key and hands its answer to the claims waiting for it.
+func (s *sameKeyClaims) run(key string, mine *keyedClaim, claim func() (Claimed, error)) {
+	mine.err = errClaimAborted
+	defer func() {
+		s.mu.Lock()
+		delete(s.running, key)
+		s.mu.Unlock()
+		close(mine.done)
+	}()
+	mine.res, mine.err = claim()
 }

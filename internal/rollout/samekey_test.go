@@ -146,3 +146,34 @@ func TestSameKeyClaimTakesOverWhenTheRunningCallerLeaves(t *testing.T) {
 		}
 	})
 }
+
+// A running claim that panics releases its key: a claim waiting for it
+// claims itself, and later claims with the key are not held back.
+func TestSameKeyClaimTakesOverWhenTheRunningOnePanics(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		s := newSameKeyService(t, &claimStore{release: make(chan struct{})})
+		release := make(chan struct{})
+		go func() {
+			defer func() { _ = recover() }()
+			_, _ = s.sameKey.do(t.Context(), "k", 0, func() (Claimed, error) {
+				<-release
+				panic("boom")
+			})
+		}()
+		synctest.Wait()
+		done := make(chan error, 1)
+		go func() {
+			_, err := s.sameKey.do(t.Context(), "k", 0, func() (Claimed, error) { return Claimed{Body: []byte("mine")}, nil })
+			done <- err
+		}()
+		synctest.Wait()
+		close(release)
+		if err := <-done; err != nil {
+			t.Fatalf("the waiting claim after a panic: %v", err)
+		}
+		if _, ok := s.sameKey.running["k"]; ok {
+			t.Fatal("the key is still held after the claims ended")
+		}
+	})
+}
