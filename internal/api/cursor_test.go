@@ -29,6 +29,7 @@ func (e *env) seedLists() (experimentID string) {
 		}
 	}
 	e.batch(append(e.tasks(2), e.tasks(2)...), "")
+	e.batch(e.tasks(2), "") // a second batch pages the batch list
 	e.insertTurns(e.tenant.ID, "agent-1", []string{"t1", "t2", "t3"}, nil)
 	for range 2 {
 		exp, err := e.st.CreateExperiment(ctx, store.NewExperiment{TenantID: e.tenant.ID, Suite: "s", SuiteVersion: "1",
