@@ -23,6 +23,7 @@ import (
 	"github.com/gyrehq/gyre/internal/blobstore"
 	"github.com/gyrehq/gyre/internal/clock"
 	"github.com/gyrehq/gyre/internal/gateway"
+	"github.com/gyrehq/gyre/internal/grade"
 	"github.com/gyrehq/gyre/internal/ratelimit"
 	"github.com/gyrehq/gyre/internal/rollout"
 	"github.com/gyrehq/gyre/internal/store"
@@ -112,8 +113,13 @@ func (a *app) serve(ctx context.Context, c Config) error {
 			mln.Close()
 		}
 	}
+	grader, err := newServeGrader(st, c, log)
+	if err != nil {
+		closeListeners()
+		return err
+	}
 	rollouts, err := rollout.New(rollout.Config{PublicURL: c.publicURL(ln.Addr())},
-		rollout.Deps{Store: st, Clock: clock.Real{}, Logger: log})
+		rollout.Deps{Store: st, Clock: clock.Real{}, Logger: log, Grader: grader})
 	if err != nil {
 		closeListeners()
 		return err
@@ -153,6 +159,7 @@ func (a *app) serve(ctx context.Context, c Config) error {
 	srv, err := api.New(api.Config{
 		PublicURL:    c.publicURL(ln.Addr()),
 		MaxBodyBytes: c.MaxBodyBytes,
+		AllowCommand: c.CommandAllow.Allows,
 	}, api.Deps{Store: st, Logger: log, Clock: clock.Real{}, Metrics: metrics, Blobs: blobs, Rollouts: rollouts, Gateway: gw, Limiter: limiter, Tracing: tracing})
 	if err != nil {
 		closeListeners()
@@ -211,6 +218,27 @@ func (a *app) serve(ctx context.Context, c Config) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// newServeGrader is the grader of accepted rollouts: judge graders call
+// the tenant's policy (the one they name, else the default policy) on the
+// operator's upstreams and record each call as a grading call; command
+// graders run only when gyre.yaml graders.command.allow lists their
+// executable for the tenant, checked again at every run.
+func newServeGrader(st store.Store, c Config, log *slog.Logger) (*rollout.Grader, error) {
+	judge, err := gateway.NewJudge(gateway.JudgeConfig{Upstreams: c.GatewayUpstreams(), DefaultPolicy: c.DefaultPolicy},
+		gateway.JudgeDeps{Policy: gateway.StorePolicies(st), Record: st.RecordGradingCall, Clock: clock.Real{}, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	allow := c.CommandAllow
+	return rollout.NewGrader(st, rollout.GraderDeps{Logger: log, Env: grade.Env{
+		Logger: log,
+		Judge:  judge,
+		AllowCommand: func(s grade.Subject, argv []string) bool {
+			return len(argv) > 0 && allow.Allows(s.TenantName, argv[0])
+		},
+	}}), nil
 }
 
 // gatewayReplicaPrefix names this host's gateway replicas in the

@@ -18,7 +18,8 @@ import (
 // GraderDeps are what grading may use.
 type GraderDeps struct {
 	Logger *slog.Logger
-	// Env is passed to every grader (judge, command allow-list).
+	// Env is passed to every grader (judge, command allow-list), with
+	// each rollout as its Subject (see Grader.EnvFor).
 	Env grade.Env
 }
 
@@ -177,7 +178,11 @@ func (g *Grader) GradeRollout(ctx context.Context, rolloutID string) error {
 	if err != nil {
 		return fmt.Errorf("task graders: %w", err)
 	}
-	set, err := suite.Grade(ctx, item, g.env)
+	env, err := g.EnvFor(ctx, r)
+	if err != nil {
+		return err
+	}
+	set, err := suite.Grade(ctx, item, env)
 	if err != nil {
 		return fmt.Errorf("grade: %w", err)
 	}
@@ -204,6 +209,20 @@ func (g *Grader) GradeRollout(ctx context.Context, rolloutID string) error {
 		return g.store.EnqueueJob(ctx, store.JobReconcile, rolloutID)
 	}
 	return nil
+}
+
+// EnvFor is the grading environment of one rollout: the Grader's, with
+// the rollout as its subject, so that a judge calls its tenant's policy
+// and records the call against it, and a command grader is checked
+// against the tenant's allow-list. Regrading a rollout uses it too.
+func (g *Grader) EnvFor(ctx context.Context, r store.Rollout) (grade.Env, error) {
+	t, err := g.store.TenantByID(ctx, r.TenantID)
+	if err != nil {
+		return grade.Env{}, fmt.Errorf("rollout tenant: %w", err)
+	}
+	env := g.env
+	env.Subject = grade.Subject{TenantID: r.TenantID, TenantName: t.Name, Kind: grade.SubjectRollout, ID: r.ID}
+	return env, nil
 }
 
 // ReconcileRollout decides a graded rollout's reconciliation once every
