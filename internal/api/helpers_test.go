@@ -19,6 +19,7 @@ import (
 	"github.com/gyrehq/gyre/internal/auth"
 	"github.com/gyrehq/gyre/internal/blobstore"
 	"github.com/gyrehq/gyre/internal/clock"
+	"github.com/gyrehq/gyre/internal/grade"
 	"github.com/gyrehq/gyre/internal/ratelimit"
 	"github.com/gyrehq/gyre/internal/rollout"
 	"github.com/gyrehq/gyre/internal/store"
@@ -184,6 +185,13 @@ type envOptions struct {
 	blobs    *blobBackend
 	rollouts *rollout.Config
 	limits   ratelimit.Config
+	gradeEnv func(store.Store) grade.Env
+}
+
+// withGradeEnv grades the env's rollouts with the grade.Env env returns
+// for the env's store (judge, command allow-list), as gyre serve does.
+func withGradeEnv(env func(store.Store) grade.Env) envOption {
+	return func(o *envOptions) { o.gradeEnv = env }
 }
 
 // withLimits gives the server rate limits (SPEC §2) on the env's clock.
@@ -239,7 +247,11 @@ func newEnv(t *testing.T, eng engine, cfg Config, opts ...envOption) *env {
 		if rc.PublicURL == "" {
 			rc.PublicURL = "https://gyre.example.com/base/"
 		}
-		svc, err := rollout.New(rc, rollout.Deps{Store: e.st, Clock: clk, Logger: log})
+		rd := rollout.Deps{Store: e.st, Clock: clk, Logger: log}
+		if o.gradeEnv != nil {
+			rd.Grader = rollout.NewGrader(e.st, rollout.GraderDeps{Logger: log, Env: o.gradeEnv(e.st)})
+		}
+		svc, err := rollout.New(rc, rd)
 		if err != nil {
 			t.Fatal(err)
 		}
