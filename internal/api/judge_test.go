@@ -190,3 +190,30 @@ func TestGrading_CommandAllowListCheckedAgainWhenGrading(t *testing.T) {
 		t.Errorf("verdicts = %+v, want abstain:grader_not_allowed", verdicts)
 	}
 }
+
+// TestGrading_WithAJudgeOneJobPerRound: a grader that may call a judge
+// takes one job under a lease at a time, so jobs waiting behind slow
+// model calls are never held past their lease and graded twice by
+// another replica. (Without a judge a round takes many: see
+// TestGrading_AcceptedOutputIsGradedFromTheDurableQueue.)
+func TestGrading_WithAJudgeOneJobPerRound(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, sqliteEngine, Config{}, withFakeClock(rolloutStart), withRollouts(rollout.Config{}),
+		withGradeEnv(func(store.Store) grade.Env {
+			return grade.Env{Judge: grade.JudgeFunc(func(context.Context, grade.JudgeRequest) (grade.JudgeAnswer, error) {
+				return grade.JudgeAnswer{Text: `{"score":1}`}, nil
+			})}
+		}))
+	e.batch(e.tasks(2), "")
+	for range 2 {
+		r := e.claimOne()
+		if o := e.output(r.RolloutID, leaseOf(r), `{"final_text":"refund issued","tool_calls":[],"llm_call_count":0}`); o.status != http.StatusOK {
+			t.Fatal(string(o.body))
+		}
+	}
+	for round := 1; round <= 2; round++ {
+		if n, err := e.svc.Grader().RunOnce(context.Background(), "replica-test", time.Minute); err != nil || n != 1 {
+			t.Fatalf("round %d: RunOnce = %d, %v; want 1 job", round, n, err)
+		}
+	}
+}

@@ -118,7 +118,7 @@ func (a *app) serve(ctx context.Context, c Config) error {
 		closeListeners()
 		return err
 	}
-	rollouts, err := rollout.New(rollout.Config{PublicURL: c.publicURL(ln.Addr())},
+	rollouts, err := rollout.New(rollout.Config{PublicURL: c.publicURL(ln.Addr()), GradeLease: serveGradeLease},
 		rollout.Deps{Store: st, Clock: clock.Real{}, Logger: log, Grader: grader})
 	if err != nil {
 		closeListeners()
@@ -220,13 +220,23 @@ func (a *app) serve(ctx context.Context, c Config) error {
 	return nil
 }
 
+// A grading job holds its lease while its judges call models: one job at a
+// time (see rollout.Grader), each judge call at most serveJudgeTimeout and
+// three calls per judge grader, so the lease covers three judge graders
+// that each need every retry at the slowest. A job whose replica died is
+// taken up again after the lease.
+const (
+	serveJudgeTimeout = time.Minute
+	serveGradeLease   = 10 * time.Minute
+)
+
 // newServeGrader is the grader of accepted rollouts: judge graders call
 // the tenant's policy (the one they name, else the default policy) on the
 // operator's upstreams and record each call as a grading call; command
 // graders run only when gyre.yaml graders.command.allow lists their
 // executable for the tenant, checked again at every run.
 func newServeGrader(st store.Store, c Config, log *slog.Logger) (*rollout.Grader, error) {
-	judge, err := gateway.NewJudge(gateway.JudgeConfig{Upstreams: c.GatewayUpstreams(), DefaultPolicy: c.DefaultPolicy},
+	judge, err := gateway.NewJudge(gateway.JudgeConfig{Upstreams: c.GatewayUpstreams(), DefaultPolicy: c.DefaultPolicy, Timeout: serveJudgeTimeout},
 		gateway.JudgeDeps{Policy: gateway.StorePolicies(st), Record: st.RecordGradingCall, Clock: clock.Real{}, Logger: log})
 	if err != nil {
 		return nil, err

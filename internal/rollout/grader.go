@@ -32,7 +32,18 @@ type Grader struct {
 	log   *slog.Logger
 	env   grade.Env
 	wake  chan struct{}
+	// batch is how many jobs a round claims under one lease.
+	batch int
 }
+
+// Jobs claimed per round: many when grading is local and quick, one when
+// a judge may spend minutes on model calls, so that the jobs waiting
+// behind it are not held under a lease that lapses before their turn
+// (another replica would then grade them twice).
+const (
+	gradeBatch      = 16
+	gradeBatchJudge = 1
+)
 
 // NewGrader returns a Grader over st.
 func NewGrader(st store.Store, d GraderDeps) *Grader {
@@ -42,7 +53,11 @@ func NewGrader(st store.Store, d GraderDeps) *Grader {
 	if d.Env.Logger == nil {
 		d.Env.Logger = d.Logger
 	}
-	return &Grader{store: st, log: d.Logger, env: d.Env, wake: make(chan struct{}, 1)}
+	batch := gradeBatch
+	if d.Env.Judge != nil {
+		batch = gradeBatchJudge
+	}
+	return &Grader{store: st, log: d.Logger, env: d.Env, wake: make(chan struct{}, 1), batch: batch}
 }
 
 // Wake makes the grader look for due jobs now.
@@ -79,7 +94,7 @@ func (g *Grader) run(ctx context.Context, owner string, every, lease time.Durati
 // RunOnce claims and runs one round of due grading and reconciliation
 // jobs and returns how many it took.
 func (g *Grader) RunOnce(ctx context.Context, owner string, lease time.Duration) (int, error) {
-	jobs, err := g.store.ClaimJobs(ctx, owner, []string{store.JobGrade, store.JobReconcile}, 16, lease)
+	jobs, err := g.store.ClaimJobs(ctx, owner, []string{store.JobGrade, store.JobReconcile}, g.batch, lease)
 	if err != nil {
 		return 0, err
 	}
