@@ -41,7 +41,11 @@ gateway's records and exit 0.
 
 The gateway routes to the upstreams of the config file's upstreams: section
 (name, base_url, api_key_env, tenants, allow_private); upstreams exist only
-there, never in flags or the environment, because they carry secrets.
+there, never in flags or the environment, because they carry secrets. Judge
+graders call the tenant's policy they name, else the --default-policy one, on
+those upstreams; policies live in the store (POST /api/v1/policies), so a
+policies: section is refused. Command graders run only for executables the
+graders.command.allow section lists (absolute paths, optionally per tenant).
 
 The store is SQLite in --data unless --db names a PostgreSQL database; its
 migrations run at start. On the first start with an empty SQLite store, gyre
