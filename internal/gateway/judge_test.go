@@ -210,9 +210,9 @@ func TestJudge_FailedCallsAreErrorsAndRecorded(t *testing.T) {
 			t.Errorf("the redirect target was called %d times", n)
 		}
 	})
-	closed := httptest.NewServer(http.NotFoundHandler())
-	closedURL := closed.URL
-	closed.Close()
+	// Nothing listens on port 1 (binding it needs privileges), unlike a
+	// closed test server's port, which another test may take.
+	closedURL := "http://127.0.0.1:1"
 	for _, tc := range []struct {
 		name       string
 		answer     func(w http.ResponseWriter)
@@ -271,9 +271,9 @@ func TestJudge_UpstreamKeyEchoedIsNeverStored(t *testing.T) {
 func TestJudgeGrader_ThroughTheUpstream(t *testing.T) {
 	t.Parallel()
 	good, bad := content(`{"score":0.8,"reason":"confirms the refund"}`), content("I would say it passes.")
-	closed := httptest.NewServer(http.NotFoundHandler())
-	closedURL := closed.URL
-	closed.Close()
+	// Nothing listens on port 1 (binding it needs privileges), unlike a
+	// closed test server's port, which another test may take.
+	closedURL := "http://127.0.0.1:1"
 	for _, tc := range []struct {
 		name      string
 		answers   []func(w http.ResponseWriter)
