@@ -14,8 +14,8 @@ CREATE TABLE grading_calls (
     model         TEXT NOT NULL,
     status        INTEGER NOT NULL,       -- 0 when no answer arrived
     error         TEXT,
-    request       BLOB NOT NULL,           -- the JSON body sent upstream
-    response      BLOB,                    -- the body received, capped
+    request       BLOB NOT NULL,          -- the JSON body sent upstream
+    response      BLOB,                   -- the body received, capped
     usage         TEXT,                   -- JSON
     started_us    BIGINT NOT NULL,
     done_us       BIGINT NOT NULL
