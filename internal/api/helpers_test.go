@@ -19,6 +19,7 @@ import (
 	"github.com/gyrehq/gyre/internal/auth"
 	"github.com/gyrehq/gyre/internal/blobstore"
 	"github.com/gyrehq/gyre/internal/clock"
+	"github.com/gyrehq/gyre/internal/grade"
 	"github.com/gyrehq/gyre/internal/ratelimit"
 	"github.com/gyrehq/gyre/internal/rollout"
 	"github.com/gyrehq/gyre/internal/store"
@@ -188,6 +189,7 @@ type envOptions struct {
 	wrapRolloutStore func(store.Store) store.Store
 	// claimWaiting is the rollout service's Deps.Waiting.
 	claimWaiting func()
+	gradeEnv     func(store.Store) grade.Env
 }
 
 // withClaimWaiting has the rollout service call f each time a claim
@@ -200,6 +202,12 @@ func withClaimWaiting(f func()) envOption {
 // e.g. to hold claims in the store.
 func withRolloutStore(wrap func(store.Store) store.Store) envOption {
 	return func(o *envOptions) { o.wrapRolloutStore = wrap }
+}
+
+// withGradeEnv grades the env's rollouts with the grade.Env env returns
+// for the env's store (judge, command allow-list), as gyre serve does.
+func withGradeEnv(env func(store.Store) grade.Env) envOption {
+	return func(o *envOptions) { o.gradeEnv = env }
 }
 
 // withLimits gives the server rate limits (SPEC §2) on the env's clock.
@@ -259,7 +267,11 @@ func newEnv(t *testing.T, eng engine, cfg Config, opts ...envOption) *env {
 		if o.wrapRolloutStore != nil {
 			rst = o.wrapRolloutStore(e.st)
 		}
-		svc, err := rollout.New(rc, rollout.Deps{Store: rst, Clock: clk, Logger: log, Waiting: o.claimWaiting})
+		rd := rollout.Deps{Store: rst, Clock: clk, Logger: log, Waiting: o.claimWaiting}
+		if o.gradeEnv != nil {
+			rd.Grader = rollout.NewGrader(e.st, rollout.GraderDeps{Logger: log, Env: o.gradeEnv(e.st)})
+		}
+		svc, err := rollout.New(rc, rd)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -68,11 +68,12 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// ReadyTimeout bounds the store check of /readyz (default 5 s).
 	ReadyTimeout time.Duration
-	// AllowCommand decides whether a suite may declare a command grader
-	// running the executable argv0 (gyre.yaml graders.command.allow). nil
-	// refuses every command grader: POST /api/v1/suites and
-	// /api/v1/tasks/from-turns answer 422 grader_not_allowed (SPEC §8).
-	AllowCommand func(argv0 string) bool
+	// AllowCommand decides whether a suite of the tenant named tenantName
+	// may declare a command grader running the executable argv0 (gyre.yaml
+	// graders.command.allow). nil refuses every command grader: POST
+	// /api/v1/suites and /api/v1/tasks/from-turns answer 422
+	// grader_not_allowed (SPEC §8).
+	AllowCommand func(tenantName, argv0 string) bool
 }
 
 // WithDefaults returns c with every zero field set to its default.

@@ -723,5 +723,8 @@ func (r *Runner) gradeRun(ctx context.Context, x *experiment, p pair, st *harnes
 			item.Artifacts[a.Name] = grade.Artifact{Skipped: "skipped:not_fetched"}
 		}
 	}
-	return p.graders.Grade(ctx, &item, r.env)
+	// The run is the subject: a judge's calls are recorded against it.
+	env := r.env
+	env.Subject.Kind, env.Subject.ID = grade.SubjectRun, fmt.Sprintf("%s/%s/%d", x.id, p.c.ID, p.rep)
+	return p.graders.Grade(ctx, &item, env)
 }

@@ -73,6 +73,7 @@ type Store interface {
 	RolloutStore
 	GatewayStore
 	ExperimentStore
+	GradingStore
 
 	// CreateTenant creates a tenant; ErrConflict if the name exists.
 	CreateTenant(ctx context.Context, name string) (gyre.Tenant, error)

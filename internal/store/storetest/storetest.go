@@ -70,6 +70,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("Batches", func(t *testing.T) { t.Parallel(); runBatches(t, open) })
 	t.Run("Gateway", func(t *testing.T) { t.Parallel(); runGateway(t, open) })
 	t.Run("Experiments", func(t *testing.T) { t.Parallel(); runExperiments(t, open) })
+	t.Run("Grading", func(t *testing.T) { t.Parallel(); runGrading(t, open) })
 }
 
 // Hash returns a distinct key hash for a test-chosen secret.
