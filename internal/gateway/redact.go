@@ -138,8 +138,8 @@ func (r *redactor) redactHeader(h http.Header) {
 }
 
 // screen follows the text a stream spells across its events. Literal
-// redaction sees one event at a time, but a client joins the pieces of a
-// member's text (content, arguments, …) over many events, so a key could
+// redaction sees one event at a time, but a client joins the pieces of
+// some members' text (content, arguments, …) over many events, so a key could
 // arrive in pieces that each look harmless. For every member name (and
 // the choice or tool call index before it) the screen keeps, per key, how
 // many leading bytes of the key the text spelled so far ends with — a
@@ -149,6 +149,11 @@ func (r *redactor) redactHeader(h http.Header) {
 type screen struct {
 	r      *redactor
 	fields []fieldMatch
+	// The first fields and their states live here, so that a stream's
+	// screen costs one allocation.
+	fieldBuf [8]fieldMatch
+	stateBuf [32]int
+	states   []int // the unused part of stateBuf
 }
 
 type fieldMatch struct {
@@ -162,18 +167,20 @@ func (r *redactor) newScreen() *screen {
 	if r == nil {
 		return nil
 	}
-	return &screen{r: r}
+	s := &screen{r: r}
+	s.fields, s.states = s.fieldBuf[:0], s.stateBuf[:]
+	return s
 }
 
 // spells reports whether the next event's data, already redacted, makes a
-// member's text spell a key's cut or more of its leading bytes. The data
-// is read as JSON leniently: whatever is between quotes is a string, a
-// string followed by ':' is a member name.
+// joined member's text spell a key's cut or more of its leading bytes. The
+// data is read as JSON leniently: whatever is between quotes is a string,
+// a string followed by ':' is a member name.
 func (s *screen) spells(data []byte) bool {
 	if s == nil {
 		return false
 	}
-	name, index := []byte(nil), -1
+	name, index, joined := []byte(nil), -1, false
 	for i := 0; i < len(data); {
 		q := bytes.IndexByte(data[i:], '"')
 		if q < 0 {
@@ -187,13 +194,26 @@ func (s *screen) spells(data []byte) bool {
 		}
 		if j < len(data) && data[j] == ':' {
 			name = data[start:end]
+			joined = joinedMember(name)
 			if string(name) == "index" {
 				index = leadingInt(data[j+1:])
 			}
-		} else if s.feed(fieldHash(name, index), data[start:end]) {
+		} else if joined && s.feed(fieldHash(name, index), data[start:end]) {
 			return true
 		}
 		i = j
+	}
+	return false
+}
+
+// joinedMember reports whether clients join a member's strings across
+// stream events into one text: the only way pieces become a key. Ids,
+// model names and the like arrive whole in each event, where literal
+// redaction sees them.
+func joinedMember(name []byte) bool {
+	switch string(name) {
+	case "content", "refusal", "reasoning_content", "reasoning", "arguments", "name", "text":
+		return true
 	}
 	return false
 }
@@ -250,7 +270,14 @@ func (s *screen) feed(field uint64, raw []byte) bool {
 		}
 	}
 	if m == nil {
-		s.fields = append(s.fields, fieldMatch{field: field, states: make([]int, len(s.r.keys))})
+		n := len(s.r.keys)
+		var states []int
+		if len(s.states) >= n {
+			states, s.states = s.states[:n:n], s.states[n:]
+		} else {
+			states = make([]int, n)
+		}
+		s.fields = append(s.fields, fieldMatch{field: field, states: states})
 		m = &s.fields[len(s.fields)-1]
 	}
 	for ki := range s.r.keys {

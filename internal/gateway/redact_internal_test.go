@@ -11,7 +11,7 @@ const (
 	testOtherKey = "other/upstream+key=0123456789"
 )
 
-func testRedactor(t *testing.T) *redactor {
+func testRedactor(t testing.TB) *redactor {
 	t.Helper()
 	r := newRedactor([]Upstream{{Name: "a", APIKey: testKey}, {Name: "b", APIKey: testOtherKey}, {Name: "c", APIKey: "EMPTY"}, {Name: "d"}})
 	if r == nil {
@@ -153,4 +153,40 @@ func TestScreen_ShortKeyIsCutOnlyWhenWhole(t *testing.T) {
 	if !strings.Contains(string(r.redact([]byte("x token-abc123 y"))), RedactedMark) {
 		t.Error("a short key of 8 bytes or more is not redacted")
 	}
+}
+
+// BenchmarkRedactEvent measures what redaction adds per stream event: the
+// literal search of each key's forms and the stream screen.
+func BenchmarkRedactEvent(b *testing.B) {
+	r := testRedactor(b)
+	data := []byte(`{"id":"chatcmpl-b","object":"chat.completion.chunk","created":1700000000,"model":"bench-model","choices":[{"index":0,"delta":{"content":"word17 "},"logprobs":null,"finish_reason":null}]}`)
+	raw := append(append([]byte("data: "), data...), '\n', '\n')
+	s := r.newScreen()
+	b.SetBytes(int64(len(raw)))
+	b.ReportAllocs()
+	for b.Loop() {
+		rw, d := r.redactEvent(raw, data)
+		if s.spells(d) || len(rw) != len(raw) {
+			b.Fatal("an ordinary event was cut or changed")
+		}
+	}
+}
+
+// FuzzScreen feeds the stream screen arbitrary event data: it must never
+// panic, and whatever came before, an event holding a whole key never
+// passes.
+func FuzzScreen(f *testing.F) {
+	f.Add([]byte(chunkWith(0, `"hello"`)), []byte(chunkWith(0, `"`+testKey[:9]+`"`)))
+	f.Add([]byte(`{"a":"\u00`), []byte(`"\`))
+	f.Add([]byte(toolChunk(`"{\"k\":\"sk-"`)), []byte(`{"index":99999999999,"content":"proj-Abc123Def456Ghi"}`))
+	r := newRedactor([]Upstream{{Name: "a", APIKey: testKey}})
+	f.Fuzz(func(t *testing.T, first, second []byte) {
+		s := r.newScreen()
+		if s.spells(first) || s.spells(second) {
+			return // cut already
+		}
+		if !s.spells([]byte(`{"content":"x` + testKey + `"}`)) {
+			t.Fatal("a whole key in one string passed the screen")
+		}
+	})
 }
