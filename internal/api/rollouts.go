@@ -25,6 +25,7 @@ func (s *Server) rolloutRoutes() {
 	s.handle("POST /rollouts/{rollout_id}/output", agentOnly, s.output)
 
 	s.handle("POST /api/v1/batches", adminOnly, s.createBatch)
+	s.handle("GET /api/v1/batches", reader, s.listBatches)
 	s.handle("GET /api/v1/batches/{id}", reader, s.getBatch)
 	s.handle("POST /api/v1/batches/{id}/cancel", adminOnly, s.cancelBatch)
 	s.handle("GET /api/v1/rollouts", reader, s.listRollouts)

@@ -264,10 +264,14 @@ func (s *Store) SaveGrade(ctx context.Context, g store.GradeResult) error {
 		if g.Reconciliation == nil {
 			grade = nil
 		}
+		var outcome any
+		if g.Outcome != "" {
+			outcome = g.Outcome
+		}
 		_, err = tx.ExecContext(ctx, `UPDATE rollouts SET graded_us = $2, reconciliation = $3, reconciliation_reason = $4,
-			training_grade = $5, not_training_grade = $6,
+			training_grade = $5, not_training_grade = $6, outcome = $7, reward = $8,
 			state = CASE WHEN state = 'submitted' THEN 'graded' ELSE state END WHERE id = $1`,
-			g.RolloutID, now, g.Reconciliation, g.ReconciliationReason, grade, string(reasons))
+			g.RolloutID, now, g.Reconciliation, g.ReconciliationReason, grade, string(reasons), outcome, g.Reward)
 		return err
 	})
 	if err != nil {
