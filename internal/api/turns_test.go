@@ -19,7 +19,7 @@ import (
 )
 
 // Contract rules of ProductionTurnBatch, ProductionTurn and ToolCallRecord
-// (contracts/flywheel-1.json) and the server rules of SPEC §4.1, one test
+// (flywheel/flywheel-1.json) and the server rules of SPEC §4.1, one test
 // per rule. Validation-only rules run on SQLite; rules about what is
 // stored run on both engines.
 
