@@ -19,11 +19,10 @@ import (
 
 // Bounds on a batch, so one request cannot queue without limit.
 const (
-	maxGroupSize       = 1024
-	maxBatchAttempts   = 10
-	maxBatchRollouts   = 100_000
-	maxBatchDeadlineS  = 7 * 24 * 3600
-	maxIdempotencyKeys = 255
+	maxGroupSize      = 1024
+	maxBatchAttempts  = 10
+	maxBatchRollouts  = 100_000
+	maxBatchDeadlineS = 7 * 24 * 3600
 )
 
 // batchBody is POST /api/v1/batches (SPEC §4.2).
@@ -185,9 +184,8 @@ func (s *Server) createBatch(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	nb.IdempotencyKey = r.Header.Get("Idempotency-Key")
-	if len(nb.IdempotencyKey) > maxIdempotencyKeys {
-		return gyre.Errorf(gyre.CodeInvalidBody, "Idempotency-Key must be at most %d characters", maxIdempotencyKeys)
+	if nb.IdempotencyKey, err = idempotencyKey(r); err != nil {
+		return err
 	}
 	if nb.IdempotencyKey != "" {
 		// The same key with another body is refused (SPEC §4.2); bodies

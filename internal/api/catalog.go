@@ -1,6 +1,8 @@
 package api
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 
 	"github.com/gyrehq/gyre"
@@ -16,11 +18,11 @@ var catalogReader = access{roles: []gyre.Role{gyre.RoleReader, gyre.RoleEvaluato
 // Every object is the caller's tenant's: another tenant's name or id is
 // 404, like one that does not exist.
 func (s *Server) catalogRoutes() {
-	s.handle("PUT /api/v1/fixtures/{name}", access{roles: adminOnly.roles, blobBody: true}, s.putFixture)
+	s.handle("PUT /api/v1/fixtures/{name}", access{roles: adminOnly.roles, blobBody: true, ownMediaType: true}, s.putFixture)
 	s.handle("GET /api/v1/fixtures", catalogReader, s.listFixtures)
 	s.handle("GET /api/fixtures/{name}", catalogReader, s.getFixtureContent)
 
-	s.handle("POST /api/v1/suites", adminOnly, s.createSuite)
+	s.handle("POST /api/v1/suites", access{roles: adminOnly.roles, ownMediaType: true}, s.createSuite)
 	s.handle("GET /api/v1/suites", catalogReader, s.listSuites)
 	s.handle("GET /api/v1/suites/{name}/versions/{version}", catalogReader, s.getSuiteVersion)
 
@@ -41,17 +43,37 @@ func pathName(r *http.Request, name string) (string, error) {
 	return v, nil
 }
 
-// allowsCommand reports whether the operator allow-lists a command
-// grader's executable; with no allow-list every command is refused.
-func (s *Server) allowsCommand(argv []string) bool {
-	return len(argv) > 0 && s.cfg.AllowCommand != nil && s.cfg.AllowCommand(argv[0])
+// commandAllower returns whether the operator allow-lists a command
+// grader's executable for the tenant; with no allow-list every command is
+// refused. The tenant's name, which allow-lists use, is read only when
+// there is an allow-list.
+func (s *Server) commandAllower(ctx context.Context, tenantID string) (func(argv []string) bool, error) {
+	if s.cfg.AllowCommand == nil {
+		return func([]string) bool { return false }, nil
+	}
+	t, err := s.store.TenantByID(ctx, tenantID)
+	if err != nil {
+		return nil, fmt.Errorf("tenant for the command allow-list: %w", err)
+	}
+	return func(argv []string) bool { return len(argv) > 0 && s.cfg.AllowCommand(t.Name, argv[0]) }, nil
 }
 
-// checkCommands refuses command graders the operator has not allow-listed:
-// 422 grader_not_allowed at the grader's command config.
-func (s *Server) checkCommands(specs []grade.Spec) error {
+// checkCommands refuses command graders the operator has not allow-listed
+// for the tenant: 422 grader_not_allowed at the grader's command config.
+func (s *Server) checkCommands(ctx context.Context, tenantID string, specs []grade.Spec) error {
+	var allows func([]string) bool
 	for _, sp := range specs {
-		if argv := sp.CommandArgv(); argv != nil && !s.allowsCommand(argv) {
+		argv := sp.CommandArgv()
+		if argv == nil {
+			continue
+		}
+		if allows == nil {
+			var err error
+			if allows, err = s.commandAllower(ctx, tenantID); err != nil {
+				return err
+			}
+		}
+		if !allows(argv) {
 			return gyre.Errorf(gyre.CodeGraderNotAllowed,
 				"command grader %q is not allowed on this server: the operator allow-lists executables in gyre.yaml (graders.command.allow)",
 				argv[0]).AtPointer(sp.Pointer + "/command")

@@ -467,7 +467,7 @@ func TestSuites_CommandGraderNotAllowed(t *testing.T) {
 
 	// An allow-list admits exactly its executables.
 	var asked []string
-	allow := newEnv(t, sqliteEngine, Config{AllowCommand: func(argv0 string) bool {
+	allow := newEnv(t, sqliteEngine, Config{AllowCommand: func(_, argv0 string) bool {
 		asked = append(asked, argv0)
 		return argv0 == "/opt/bin/check"
 	}}, withBlobs(fileBlobs))

@@ -185,13 +185,29 @@ type envOptions struct {
 	blobs    *blobBackend
 	rollouts *rollout.Config
 	limits   ratelimit.Config
-	gradeEnv *grade.Env
+	// wrapRolloutStore, when set, wraps the store the rollout service uses.
+	wrapRolloutStore func(store.Store) store.Store
+	// claimWaiting is the rollout service's Deps.Waiting.
+	claimWaiting func()
+	gradeEnv     func(store.Store) grade.Env
 }
 
-// withGradeEnv grades rollouts with env (a judge, a command allow-list),
-// as gyre serve's grader does.
-func withGradeEnv(env grade.Env) envOption {
-	return func(o *envOptions) { o.gradeEnv = &env }
+// withClaimWaiting has the rollout service call f each time a claim
+// starts waiting (rollout.Deps.Waiting).
+func withClaimWaiting(f func()) envOption {
+	return func(o *envOptions) { o.claimWaiting = f }
+}
+
+// withRolloutStore makes the rollout service use wrap(the env's store),
+// e.g. to hold claims in the store.
+func withRolloutStore(wrap func(store.Store) store.Store) envOption {
+	return func(o *envOptions) { o.wrapRolloutStore = wrap }
+}
+
+// withGradeEnv grades the env's rollouts with the grade.Env env returns
+// for the env's store (judge, command allow-list), as gyre serve does.
+func withGradeEnv(env func(store.Store) grade.Env) envOption {
+	return func(o *envOptions) { o.gradeEnv = env }
 }
 
 // withLimits gives the server rate limits (SPEC §2) on the env's clock.
@@ -247,9 +263,13 @@ func newEnv(t *testing.T, eng engine, cfg Config, opts ...envOption) *env {
 		if rc.PublicURL == "" {
 			rc.PublicURL = "https://gyre.example.com/base/"
 		}
-		rd := rollout.Deps{Store: e.st, Clock: clk, Logger: log}
+		rst := e.st
+		if o.wrapRolloutStore != nil {
+			rst = o.wrapRolloutStore(e.st)
+		}
+		rd := rollout.Deps{Store: rst, Clock: clk, Logger: log, Waiting: o.claimWaiting}
 		if o.gradeEnv != nil {
-			rd.Grader = rollout.NewGrader(e.st, rollout.GraderDeps{Logger: log, Env: *o.gradeEnv})
+			rd.Grader = rollout.NewGrader(e.st, rollout.GraderDeps{Logger: log, Env: o.gradeEnv(e.st)})
 		}
 		svc, err := rollout.New(rc, rd)
 		if err != nil {

@@ -27,7 +27,7 @@ func (s *Server) regradeRoutes() {
 // graders to use, validated like a suite's (with the command allow-list),
 // or nil — no body, no member, or null — for the subject's own frozen
 // graders. A bad declaration is 422 at its pointer.
-func (s *Server) regradeGraders(r *http.Request) (*grade.Suite, error) {
+func (s *Server) regradeGraders(r *http.Request, tenantID string) (*grade.Suite, error) {
 	if err := requireJSON(r); err != nil {
 		return nil, err
 	}
@@ -51,7 +51,7 @@ func (s *Server) regradeGraders(r *http.Request) (*grade.Suite, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := s.checkCommands(specs); err != nil {
+	if err := s.checkCommands(r.Context(), tenantID, specs); err != nil {
 		return nil, err
 	}
 	suite, err := grade.Compile(specs)
@@ -131,7 +131,7 @@ func (s *Server) regradeRollout(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	graders, err := s.regradeGraders(r)
+	graders, err := s.regradeGraders(r, p.TenantID)
 	if err != nil {
 		return err
 	}
@@ -177,7 +177,7 @@ func (s *Server) regradeBatch(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	graders, err := s.regradeGraders(r)
+	graders, err := s.regradeGraders(r, p.TenantID)
 	if err != nil {
 		return err
 	}
@@ -218,17 +218,23 @@ func (s *Server) regradeExperiment(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	graders, err := s.regradeGraders(r)
+	graders, err := s.regradeGraders(r, p.TenantID)
 	if err != nil {
 		return err
 	}
 	if s.blobs == nil {
 		return gyre.Errorf(gyre.CodeUnavailable, "this server has no blob store to read the runs' trajectories from")
 	}
+	t, err := s.store.TenantByID(r.Context(), p.TenantID)
+	if err != nil {
+		return err
+	}
 	rg := eval.Regrader{Store: s.store, Blobs: s.blobs, Tenant: p.TenantID}
 	if s.rollout != nil {
 		rg.Env = s.rollout.Grader().Env()
 	}
+	// The tenant's judge policies and command allow-list.
+	rg.Env.Subject = grade.Subject{TenantID: t.ID, TenantName: t.Name}
 	res, err := rg.Regrade(r.Context(), e.ID, graders)
 	if errors.Is(err, eval.ErrNoGraders) {
 		return gyre.Errorf(gyre.CodeNotGraded, "the runs of this experiment were recorded without their graders: send {\"graders\": [...]}")

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/gyrehq/gyre/internal/eval"
 	"github.com/gyrehq/gyre/internal/grade"
 	"github.com/gyrehq/gyre/internal/rollout"
+	"github.com/gyrehq/gyre/internal/store"
 )
 
 // goodOutput passes the graders of env.tasks.
@@ -181,13 +183,18 @@ func TestRegrade_TrainingGradeFollowsTheLatestSet(t *testing.T) {
 	t.Parallel()
 	forEachEngine(t, func(t *testing.T, eng engine) {
 		var up atomic.Bool
-		judge := grade.JudgeFunc(func(ctx context.Context, policy string, _ []grade.Message) (string, error) {
-			if !up.Load() {
-				return "", errors.New("dial tcp: connection refused")
+		var subjects sync.Map // rollout id -> tenant id the judge was asked for
+		judge := grade.JudgeFunc(func(ctx context.Context, req grade.JudgeRequest) (grade.JudgeAnswer, error) {
+			if req.Subject.Kind == grade.SubjectRollout {
+				subjects.Store(req.Subject.ID, req.Subject.TenantID)
 			}
-			return `{"score":0.9,"reason":"apologises and confirms the amount"}`, nil
+			if !up.Load() {
+				return grade.JudgeAnswer{}, errors.New("dial tcp: connection refused")
+			}
+			return grade.JudgeAnswer{Text: `{"score":0.9,"reason":"apologises and confirms the amount"}`}, nil
 		})
-		e := newEnv(t, eng, Config{}, withFakeClock(rolloutStart), withRollouts(rollout.Config{}), withGradeEnv(grade.Env{Judge: judge}))
+		e := newEnv(t, eng, Config{}, withFakeClock(rolloutStart), withRollouts(rollout.Config{}),
+			withGradeEnv(func(store.Store) grade.Env { return grade.Env{Judge: judge} }))
 		doc := fmt.Sprintf(`{"name":"judged%d","cases":[{"id":"c0","input":{"question":"refund"},"graders":[{"judge":{"rubric":"Confirms the refund.","policy":"judge"}}]}]}`, time.Now().UnixNano())
 		var suite struct {
 			Name string `json:"name"`
@@ -247,6 +254,11 @@ func TestRegrade_TrainingGradeFollowsTheLatestSet(t *testing.T) {
 		if o, r := batchOutcomes(); !strings.Contains(o, `"passed":1`) || !strings.Contains(r, `"value":0.9`) {
 			t.Errorf("batch after the regrade: outcomes %s mean_reward %s, want the latest set's pass and reward", o, r)
 		}
+		// The regrade asked the judge for the rollout, in its tenant, as
+		// the first grading did.
+		if tenant, ok := subjects.Load(ids[0]); !ok || tenant != e.tenant.ID {
+			t.Errorf("the judge was asked for rollout %s in tenant %v, want %s", ids[0], tenant, e.tenant.ID)
+		}
 		if h := e.history(ids[0]); len(h) != 2 || h[0].Verdicts[0].Reason != grade.ReasonJudgeError || !passes(h[1].Verdicts) {
 			t.Errorf("history = %+v, want the abstention then the pass", h)
 		}
@@ -278,7 +290,7 @@ func TestRegrade_ForeignIDsAre404(t *testing.T) {
 func TestRegrade_BadGradersAre422AndChangeNothing(t *testing.T) {
 	t.Parallel()
 	forEachEngine(t, func(t *testing.T, eng engine) {
-		e := newEnv(t, eng, Config{AllowCommand: func(argv0 string) bool { return argv0 == "/usr/local/bin/ok-grader" }},
+		e := newEnv(t, eng, Config{AllowCommand: func(_, argv0 string) bool { return argv0 == "/usr/local/bin/ok-grader" }},
 			withFakeClock(rolloutStart), withRollouts(rollout.Config{}))
 		batch, ids := e.gradedRollouts(e.tasks(1))
 		for _, c := range []struct {

@@ -68,11 +68,12 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// ReadyTimeout bounds the store check of /readyz (default 5 s).
 	ReadyTimeout time.Duration
-	// AllowCommand decides whether a suite may declare a command grader
-	// running the executable argv0 (gyre.yaml graders.command.allow). nil
-	// refuses every command grader: POST /api/v1/suites and
-	// /api/v1/tasks/from-turns answer 422 grader_not_allowed (SPEC §8).
-	AllowCommand func(argv0 string) bool
+	// AllowCommand decides whether a suite of the tenant named tenantName
+	// may declare a command grader running the executable argv0 (gyre.yaml
+	// graders.command.allow). nil refuses every command grader: POST
+	// /api/v1/suites and /api/v1/tasks/from-turns answer 422
+	// grader_not_allowed (SPEC §8).
+	AllowCommand func(tenantName, argv0 string) bool
 }
 
 // WithDefaults returns c with every zero field set to its default.
@@ -284,6 +285,10 @@ type access struct {
 	// blobBody gives the route the blob limit (Config.MaxBlobBytes)
 	// instead of the body limit: it streams into the blob store.
 	blobBody bool
+	// ownMediaType lets the handler take bodies that are not JSON (raw
+	// bytes, YAML) and check their Content-Type itself. Every other route
+	// answers a body declared as anything but JSON with 415.
+	ownMediaType bool
 }
 
 var (
@@ -306,6 +311,7 @@ func (s *Server) handle(pattern string, a access, h handlerFunc) {
 	}
 	s.patterns[pattern] = true
 	surface := surfaceOf(pattern)
+	params := patternParams(route)
 
 	var next http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if a.roles != nil {
@@ -335,6 +341,16 @@ func (s *Server) handle(pattern string, a access, h handlerFunc) {
 		info := infoFrom(r.Context())
 		info.route = route
 		info.public = a.quiet
+		if err := checkParams(r, params); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		if !a.ownMediaType {
+			if err := requireJSONBody(r); err != nil {
+				s.writeError(w, r, err)
+				return
+			}
+		}
 		limit := s.cfg.MaxBodyBytes
 		if a.blobBody {
 			limit = s.cfg.MaxBlobBytes

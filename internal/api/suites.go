@@ -99,10 +99,14 @@ func (s *Server) createSuite(w http.ResponseWriter, r *http.Request) error {
 		}
 		return fx.SHA256, true
 	}
+	allowsCommand, err := s.commandAllower(r.Context(), p.TenantID)
+	if err != nil {
+		return err
+	}
 	st, err := suite.Parse(raw, format, suite.Options{
 		Name:           name,
 		ResolveFixture: resolve,
-		AllowCommand:   s.allowsCommand,
+		AllowCommand:   allowsCommand,
 	})
 	if resolveErr != nil {
 		return resolveErr

@@ -224,7 +224,7 @@ func (s *Server) createTasksFromTurns(w http.ResponseWriter, r *http.Request) er
 	if err != nil {
 		return err
 	}
-	if err := s.checkCommands(specs); err != nil {
+	if err := s.checkCommands(r.Context(), p.TenantID, specs); err != nil {
 		return err
 	}
 	compiled, err := grade.Compile(specs)

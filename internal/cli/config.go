@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/gyrehq/gyre/internal/api"
 	"github.com/gyrehq/gyre/internal/gateway"
+	"github.com/gyrehq/gyre/internal/grade"
 	"github.com/gyrehq/gyre/internal/ratelimit"
 	"github.com/gyrehq/gyre/internal/store/storeopen"
 	"github.com/gyrehq/gyre/internal/telemetry"
@@ -79,6 +81,14 @@ type Config struct {
 	// tenant without an entry of its own) and surface: the config file's
 	// limits: section only. Empty limits nothing.
 	Limits ratelimit.Config
+	// CommandAllow is gyre serve's allow-list of command graders: the
+	// config file's graders.command.allow only. Empty refuses every
+	// command grader (SPEC §8); the CLI evaluator runs them without it.
+	CommandAllow grade.CommandAllowList
+	// Policies are the CLI evaluator's judge policies: the config file's
+	// policies: section, over its upstreams:. gyre serve refuses them
+	// (its policies live in the store).
+	Policies []PolicyConfig
 }
 
 // UpstreamConfig is one entry of the config file's upstreams: section.
@@ -176,6 +186,12 @@ func (c Config) Validate() error {
 		add("gateway-flush-interval", "must be more than 0 and at most 5s, not %s", c.GatewayFlushInterval)
 	}
 	errs = append(errs, validateUpstreams(c.Upstreams)...)
+	if err := c.CommandAllow.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := c.JudgePolicies(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
@@ -323,7 +339,7 @@ var settings = func() []setting {
 		},
 		mk("log-level", "log level: debug, info, warn or error", false, func(c *Config) *string { return &c.LogLevel }),
 		mk("bootstrap-admin-key-file", "write the first admin key of an empty store here (default <data>/admin.key on SQLite; PostgreSQL bootstraps only with this flag)", true, func(c *Config) *string { return &c.BootstrapAdminKeyFile }),
-		mk("default-policy", "policy name a tenant's rollouts use when neither their batch nor their agent's promotion names one", true, func(c *Config) *string { return &c.DefaultPolicy }),
+		mk("default-policy", "policy name a tenant's rollouts and policy endpoint use when their batch names none (agent promotions are not built yet)", true, func(c *Config) *string { return &c.DefaultPolicy }),
 		{
 			flag: "gateway-max-body-bytes", usage: "request body limit of the LLM gateway, after decompression", serve: true,
 			get: func(c *Config) string { return formatBytes(c.GatewayMaxBodyBytes) },
@@ -412,13 +428,32 @@ func (r resolver) resolve(fs *pflag.FlagSet, serve bool) (Config, map[string]sou
 	}
 	if serve {
 		c.Limits = doc.limits
+		c.CommandAllow = doc.commandAllow
+		if doc.hasPolicies {
+			return Config{}, nil, fmt.Errorf("config file %s: %w", path, errServePolicies)
+		}
+	} else {
+		c.Policies = doc.policies
 	}
-	if serve && len(doc.upstreams) > 0 {
+	// gyre serve routes to every upstream; the CLI evaluator's judge only
+	// to those its policies name, whose keys alone it reads.
+	var used map[string]bool
+	if !serve {
+		used = map[string]bool{}
+		for _, p := range c.Policies {
+			var in struct {
+				Upstream string `json:"upstream"`
+			}
+			_ = json.Unmarshal(p.Doc, &in)
+			used[in.Upstream] = true
+		}
+	}
+	if len(doc.upstreams) > 0 && (serve || len(c.Policies) > 0) {
 		c.Upstreams = doc.upstreams
 		var errs []error
 		for i := range c.Upstreams {
 			u := &c.Upstreams[i]
-			if u.APIKeyEnv == "" {
+			if u.APIKeyEnv == "" || (used != nil && !used[u.Name]) {
 				continue
 			}
 			v, ok := r.lookupEnv(u.APIKeyEnv)
@@ -438,9 +473,12 @@ func (r resolver) resolve(fs *pflag.FlagSet, serve bool) (Config, map[string]sou
 // configFile is a parsed config file: the flat settings, by key, and the
 // upstreams: and limits: sections.
 type configFile struct {
-	settings  map[string]string
-	upstreams []UpstreamConfig
-	limits    ratelimit.Config
+	settings     map[string]string
+	upstreams    []UpstreamConfig
+	limits       ratelimit.Config
+	commandAllow grade.CommandAllowList
+	policies     []PolicyConfig
+	hasPolicies  bool
 }
 
 // loadFile reads the config file named by --config or GYRE_CONFIG, if
@@ -508,21 +546,28 @@ func parseConfigDoc(b []byte) (configFile, error) {
 	for i, s := range settings {
 		known[i] = s.key()
 	}
-	known = append(known, upstreamsKey, limitsKey)
+	sectionKeys := []string{upstreamsKey, limitsKey, gradersKey, policiesKey}
+	known = append(known, sectionKeys...)
 	out := configFile{settings: map[string]string{}}
 	sections := map[string]bool{}
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		k, v := root.Content[i], root.Content[i+1]
-		if k.Value == upstreamsKey || k.Value == limitsKey {
+		if slices.Contains(sectionKeys, k.Value) {
 			if sections[k.Value] {
 				return configFile{}, fmt.Errorf("line %d: key %q is set twice", k.Line, k.Value)
 			}
 			sections[k.Value] = true
 			var err error
-			if k.Value == upstreamsKey {
+			switch k.Value {
+			case upstreamsKey:
 				out.upstreams, err = parseUpstreams(v)
-			} else {
+			case limitsKey:
 				out.limits, err = parseLimits(v)
+			case gradersKey:
+				out.commandAllow, err = parseGraders(v)
+			case policiesKey:
+				out.hasPolicies = true
+				out.policies, err = parsePolicies(v)
 			}
 			if err != nil {
 				return configFile{}, err

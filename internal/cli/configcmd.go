@@ -9,6 +9,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/gyrehq/gyre/internal/grade"
 	"github.com/gyrehq/gyre/internal/ratelimit"
 
 	"github.com/spf13/cobra"
@@ -22,8 +23,8 @@ func (a *app) configCommand() *cobra.Command {
 		Long: `Resolve the configuration exactly as gyre serve does (flags, then GYRE_<FLAG>
 environment variables, then the --config file, then defaults), check it, and
 print each setting with where its value came from, then the config file's
-upstreams (whether each one's key variable is set, never the key) and rate
-limits. It exits 2 when the configuration is invalid. Passwords in --db are
+upstreams (whether each one's key variable is set, never the key), rate
+limits and the executables command graders may run. It exits 2 when the configuration is invalid. Passwords in --db are
 shown redacted.`,
 		Example: `  GYRE_ADDR=:8080 gyre config --public-url https://gyre.example.com`,
 		Args:    argsUsage(cobra.NoArgs),
@@ -38,6 +39,7 @@ shown redacted.`,
 					out[s.key()] = from[s.flag]
 				}
 				out["upstreams"], out["limits"] = upstreamViews(cfg.Upstreams), limitViews(cfg.Limits)
+				out["command_allow"] = commandAllowViews(cfg.CommandAllow)
 				return writeJSONTo(a.stdout, out)
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
@@ -153,7 +155,35 @@ func writeSections(w io.Writer, cfg Config) error {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", l.Tenant, l.Surface, orDash(deref(l.PerKey)), orDash(deref(l.PerTenant)))
 		}
 	}
+	fmt.Fprintln(tw)
+	if len(cfg.CommandAllow) == 0 {
+		fmt.Fprintln(tw, "command graders: none allowed (the config file's graders.command.allow)")
+	} else {
+		fmt.Fprintln(tw, "COMMAND_ALLOW\tTENANTS")
+		for _, c := range commandAllowViews(cfg.CommandAllow) {
+			fmt.Fprintf(tw, "%s\t%s\n", c.Path, strings.Join(c.Tenants, ","))
+		}
+	}
 	return tw.Flush()
+}
+
+// commandAllowView is one graders.command.allow entry as gyre config
+// shows it.
+type commandAllowView struct {
+	Path    string   `json:"path"`
+	Tenants []string `json:"tenants"`
+}
+
+func commandAllowViews(l grade.CommandAllowList) []commandAllowView {
+	out := make([]commandAllowView, len(l))
+	for i, c := range l {
+		tenants := c.Tenants
+		if len(tenants) == 0 {
+			tenants = []string{"*"}
+		}
+		out[i] = commandAllowView{Path: c.Path, Tenants: tenants}
+	}
+	return out
 }
 
 func deref(s *string) string {

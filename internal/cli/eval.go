@@ -26,6 +26,7 @@ import (
 	"github.com/gyrehq/gyre/internal/blobstore"
 	"github.com/gyrehq/gyre/internal/clock"
 	"github.com/gyrehq/gyre/internal/eval"
+	"github.com/gyrehq/gyre/internal/gateway"
 	"github.com/gyrehq/gyre/internal/grade"
 	"github.com/gyrehq/gyre/internal/store"
 	"github.com/gyrehq/gyre/internal/suite"
@@ -251,6 +252,12 @@ func (a *app) evalRun(cmd *cobra.Command, suitePath string, f *evalRunFlags) err
 	var (
 		rec      eval.Recorder
 		fixtures = &eval.Fixtures{Dir: s.FixturesDir}
+		// Command graders run in the CLI (SPEC §8); judges through the
+		// config file's policies:.
+		env = grade.Env{Logger: log, AllowCommand: func(grade.Subject, []string) bool { return true }}
+		// recordJudge stores judge calls where the runs go: in the
+		// embedded store (a server records its own).
+		recordJudge func(context.Context, store.GradingCall) error
 	)
 	if f.server != "" {
 		rr, err := eval.NewRemoteRecorder(f.server, f.key, nil)
@@ -278,6 +285,8 @@ func (a *app) evalRun(cmd *cobra.Command, suitePath string, f *evalRunFlags) err
 		}
 		defer blobs.Close()
 		rec = &eval.StoreRecorder{Store: st, Blobs: blobs, Tenant: tenant.ID}
+		env.Subject = grade.Subject{TenantID: tenant.ID, TenantName: tenant.Name}
+		recordJudge = st.RecordGradingCall
 		fixtures.Tenant, fixtures.Blobs = tenant.ID, blobs
 		fixtures.StoreURLs = strings.HasPrefix(f.blob, "s3:")
 	}
@@ -289,15 +298,17 @@ func (a *app) evalRun(cmd *cobra.Command, suitePath string, f *evalRunFlags) err
 		defer closeFn()
 	}
 
+	if env.Judge, err = cliJudge(c, recordJudge, log); err != nil {
+		return evalConfigErr("%v", err)
+	}
+
 	var progress eval.Progress = eval.NewLineProgress(a.stderr, clock.Real{})
 	if isTerminalWriter(a.stderr) {
 		progress = eval.NewBarProgress(a.stderr)
 	}
 	runner, err := eval.NewRunner(cfg, eval.Deps{
 		Client: client, Recorder: rec, Fixtures: fixtures, Logger: log, Clock: clock.Real{}, Progress: progress,
-		// Command graders run in the CLI (SPEC §8); judges need a policy
-		// and abstain here.
-		GradeEnv: grade.Env{Logger: log, AllowCommand: func([]string) bool { return true }},
+		GradeEnv: env,
 	})
 	if err != nil {
 		return evalConfigErr("%v", err)
@@ -330,6 +341,31 @@ func (a *app) evalRun(cmd *cobra.Command, suitePath string, f *evalRunFlags) err
 		return exitError{code: res.ExitCode, err: errors.New(res.Report.ExitReason)}
 	}
 	return nil
+}
+
+// cliJudge is the CLI evaluator's judge: the config file's policies:
+// over its upstreams:, called from this process, each call recorded with
+// record when set. Without policies it is nil and judges abstain with
+// judge_unavailable.
+func cliJudge(c Config, record func(context.Context, store.GradingCall) error, log *slog.Logger) (grade.Judge, error) {
+	if len(c.Policies) == 0 {
+		return nil, nil
+	}
+	pols, err := c.JudgePolicies()
+	if err != nil {
+		return nil, err
+	}
+	j, err := gateway.NewJudge(gateway.JudgeConfig{Upstreams: c.judgeUpstreams()}, gateway.JudgeDeps{
+		Policy: func(_ context.Context, _, name string) (gateway.Policy, bool, error) {
+			p, ok := pols[name]
+			return p, ok, nil
+		},
+		Record: record, Clock: clock.Real{}, Logger: log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return j, nil
 }
 
 // serveFixtures starts the listener of signed fixture URLs and points the

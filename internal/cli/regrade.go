@@ -114,7 +114,7 @@ allow-list; otherwise the embedded store (--data, --db) is regraded here.`,
 }
 
 // regradeEmbedded regrades in the embedded store, grading as gyre eval run
-// does: command graders run here, judges need a policy.
+// does: command graders run here, judges use the config file's policies:.
 func (a *app) regradeEmbedded(cmd *cobra.Command, id, tenant, blobURL string, suite *grade.Suite) (eval.RegradeResult, error) {
 	c, _, err := a.config(cmd, false)
 	if err != nil {
@@ -132,8 +132,15 @@ func (a *app) regradeEmbedded(cmd *cobra.Command, id, tenant, blobURL string, su
 		}
 		defer blobs.Close()
 		log := a.logger(c)
-		rg := eval.Regrader{Store: st, Blobs: blobs, Tenant: t.ID,
-			Env: grade.Env{Logger: log, AllowCommand: func([]string) bool { return true }}}
+		// The same grading environment as gyre eval run's: command graders
+		// run here, judges through the config file's policies:, their
+		// calls recorded in this store.
+		env := grade.Env{Logger: log, AllowCommand: func(grade.Subject, []string) bool { return true },
+			Subject: grade.Subject{TenantID: t.ID, TenantName: t.Name}}
+		if env.Judge, err = cliJudge(c, st.RecordGradingCall, log); err != nil {
+			return err
+		}
+		rg := eval.Regrader{Store: st, Blobs: blobs, Tenant: t.ID, Env: env}
 		res, err = rg.Regrade(ctx, id, suite)
 		if errors.Is(err, eval.ErrNoGraders) {
 			return fmt.Errorf("%w; pass --graders FILE", err)

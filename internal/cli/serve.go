@@ -23,6 +23,7 @@ import (
 	"github.com/gyrehq/gyre/internal/blobstore"
 	"github.com/gyrehq/gyre/internal/clock"
 	"github.com/gyrehq/gyre/internal/gateway"
+	"github.com/gyrehq/gyre/internal/grade"
 	"github.com/gyrehq/gyre/internal/ratelimit"
 	"github.com/gyrehq/gyre/internal/rollout"
 	"github.com/gyrehq/gyre/internal/store"
@@ -40,7 +41,11 @@ gateway's records and exit 0.
 
 The gateway routes to the upstreams of the config file's upstreams: section
 (name, base_url, api_key_env, tenants, allow_private); upstreams exist only
-there, never in flags or the environment, because they carry secrets.
+there, never in flags or the environment, because they carry secrets. Judge
+graders call the tenant's policy they name, else the --default-policy one, on
+those upstreams; policies live in the store (POST /api/v1/policies), so a
+policies: section is refused. Command graders run only for executables the
+graders.command.allow section lists (absolute paths, optionally per tenant).
 
 The store is SQLite in --data unless --db names a PostgreSQL database; its
 migrations run at start. On the first start with an empty SQLite store, gyre
@@ -112,8 +117,13 @@ func (a *app) serve(ctx context.Context, c Config) error {
 			mln.Close()
 		}
 	}
-	rollouts, err := rollout.New(rollout.Config{PublicURL: c.publicURL(ln.Addr())},
-		rollout.Deps{Store: st, Clock: clock.Real{}, Logger: log})
+	grader, err := newServeGrader(st, c, log)
+	if err != nil {
+		closeListeners()
+		return err
+	}
+	rollouts, err := rollout.New(rollout.Config{PublicURL: c.publicURL(ln.Addr()), GradeLease: serveGradeLease},
+		rollout.Deps{Store: st, Clock: clock.Real{}, Logger: log, Grader: grader})
 	if err != nil {
 		closeListeners()
 		return err
@@ -153,6 +163,7 @@ func (a *app) serve(ctx context.Context, c Config) error {
 	srv, err := api.New(api.Config{
 		PublicURL:    c.publicURL(ln.Addr()),
 		MaxBodyBytes: c.MaxBodyBytes,
+		AllowCommand: c.CommandAllow.Allows,
 	}, api.Deps{Store: st, Logger: log, Clock: clock.Real{}, Metrics: metrics, Blobs: blobs, Rollouts: rollouts, Gateway: gw, Limiter: limiter, Tracing: tracing})
 	if err != nil {
 		closeListeners()
@@ -211,6 +222,37 @@ func (a *app) serve(ctx context.Context, c Config) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// A grading job holds its lease while its judges call models: one job at a
+// time (see rollout.Grader), each judge call at most serveJudgeTimeout and
+// three calls per judge grader, so the lease covers three judge graders
+// that each need every retry at the slowest. A job whose replica died is
+// taken up again after the lease.
+const (
+	serveJudgeTimeout = time.Minute
+	serveGradeLease   = 10 * time.Minute
+)
+
+// newServeGrader is the grader of accepted rollouts: judge graders call
+// the tenant's policy (the one they name, else the default policy) on the
+// operator's upstreams and record each call as a grading call; command
+// graders run only when gyre.yaml graders.command.allow lists their
+// executable for the tenant, checked again at every run.
+func newServeGrader(st store.Store, c Config, log *slog.Logger) (*rollout.Grader, error) {
+	judge, err := gateway.NewJudge(gateway.JudgeConfig{Upstreams: c.GatewayUpstreams(), DefaultPolicy: c.DefaultPolicy, Timeout: serveJudgeTimeout},
+		gateway.JudgeDeps{Policy: gateway.StorePolicies(st), Record: st.RecordGradingCall, Clock: clock.Real{}, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	allow := c.CommandAllow
+	return rollout.NewGrader(st, rollout.GraderDeps{Logger: log, Env: grade.Env{
+		Logger: log,
+		Judge:  judge,
+		AllowCommand: func(s grade.Subject, argv []string) bool {
+			return len(argv) > 0 && allow.Allows(s.TenantName, argv[0])
+		},
+	}}), nil
 }
 
 // gatewayReplicaPrefix names this host's gateway replicas in the

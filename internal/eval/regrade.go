@@ -41,7 +41,8 @@ type Regrader struct {
 	Blobs  *blobstore.Store
 	Tenant string
 	// Env is what graders may use: the same Env as the grading it
-	// replaces (the CLI's, or the server's rollout grader's).
+	// replaces (the CLI's, or the server's rollout grader's), with the
+	// tenant as its Subject; each run becomes the subject in turn.
 	Env grade.Env
 }
 
@@ -190,7 +191,11 @@ func (g *Regrader) regradeRun(ctx context.Context, run store.RunRecord, provides
 		}
 	}
 	item := runItem(run.Input, run.Answer, run.Output, artifacts, provides, ev, files)
-	set, err := suite.Grade(ctx, &item, g.Env)
+	// The run is the subject, as when it was graded: a judge's calls are
+	// recorded against it.
+	env := g.Env
+	env.Subject.Kind, env.Subject.ID = grade.SubjectRun, store.RunSubject(run.ExperimentID, run.CaseID, run.Repetition)
+	set, err := suite.Grade(ctx, &item, env)
 	if err != nil {
 		return err
 	}

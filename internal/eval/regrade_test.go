@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/gyrehq/gyre/internal/blobstore"
@@ -69,10 +70,16 @@ cases:
 			}
 			creates, _, polls, trajs := h.snapshot()
 
-			judge := grade.JudgeFunc(func(context.Context, string, []grade.Message) (string, error) {
-				return `{"score":0.2,"reason":"no amount"}`, nil
+			var mu sync.Mutex
+			var asked []grade.Subject
+			judge := grade.JudgeFunc(func(_ context.Context, req grade.JudgeRequest) (grade.JudgeAnswer, error) {
+				mu.Lock()
+				asked = append(asked, req.Subject)
+				mu.Unlock()
+				return grade.JudgeAnswer{Text: `{"score":0.2,"reason":"no amount"}`}, nil
 			})
-			rg := Regrader{Store: st, Blobs: blobs, Tenant: tn.ID, Env: grade.Env{Judge: judge}}
+			rg := Regrader{Store: st, Blobs: blobs, Tenant: tn.ID,
+				Env: grade.Env{Judge: judge, Subject: grade.Subject{TenantID: tn.ID, TenantName: tn.Name}}}
 			out, err := rg.Regrade(ctx, res.Experiment.ID, nil)
 			if err != nil {
 				t.Fatalf("Regrade: %v", err)
@@ -81,6 +88,12 @@ cases:
 				out.Report.ExitCode != ExitFailed {
 				t.Fatalf("regrade = %+v %+v, want both runs failed by the judge", out, out.Report.Summary)
 			}
+			mu.Lock()
+			if len(asked) != 2 || asked[0].Kind != grade.SubjectRun || asked[0].TenantID != tn.ID ||
+				!strings.HasPrefix(asked[0].ID, res.Experiment.ID+"/small/") {
+				t.Errorf("the judge was asked for %+v, want each run of the experiment in its tenant", asked)
+			}
+			mu.Unlock()
 			creates2, _, polls2, trajs2 := h.snapshot()
 			if len(creates2) != len(creates) || len(polls2) != len(polls) || len(trajs2) != len(trajs) {
 				t.Fatalf("the regrade called the harness: creates %d→%d", len(creates), len(creates2))

@@ -704,7 +704,10 @@ func (r *Runner) fetchFile(ctx context.Context, x *experiment, runID, path strin
 // it with the case's graders.
 func (r *Runner) gradeRun(ctx context.Context, x *experiment, p pair, st *harnesskit.RunStatus, ev *Evidence, files map[string]fetchedFile) (grade.VerdictSet, error) {
 	item := runItem(p.c.Input, st.Answer, st.Output, st.Artifacts, x.provides, ev, files)
-	return p.graders.Grade(ctx, &item, r.env)
+	// The run is the subject: a judge's calls are recorded against it.
+	env := r.env
+	env.Subject.Kind, env.Subject.ID = grade.SubjectRun, store.RunSubject(x.id, p.c.ID, p.rep)
+	return p.graders.Grade(ctx, &item, env)
 }
 
 // runItem is the graded item of a completed run, from what the run left:

@@ -61,8 +61,9 @@ type Gateway struct {
 	rec       *Recorder
 	m         *metrics
 	upstreams map[string]*upstream
-	policies  sync.Map // tenantID + "\x00" + name → Policy (policies never change)
-	tenants   sync.Map // tenantID → name
+	redact    *redactor // every upstream's key, nil when none
+	policies  sync.Map  // tenantID + "\x00" + name → Policy (policies never change)
+	tenants   sync.Map  // tenantID → name
 	limiter   *ratelimit.Limiter
 	tracer    trace.Tracer
 }
@@ -91,6 +92,7 @@ func New(cfg Config, d Deps) (*Gateway, error) {
 		}
 		g.upstreams[u.Name] = up
 	}
+	g.redact = newRedactor(cfg.Upstreams)
 	g.rec = newRecorder(d.Store, d.Blobs, d.Clock, d.Logger, cfg)
 	g.m = newMetrics(d.Registerer, func() float64 { return float64(g.rec.Pending()) })
 	g.rec.metrics = g.m
@@ -136,6 +138,7 @@ const (
 	ReasonNoPolicy            = "no_policy"
 	ReasonBudgetExhausted     = "rollout_budget_exhausted"
 	ReasonLimitsUnreadable    = "limits_unreadable"
+	ReasonUpstreamCredential  = "upstream_echoed_credential"
 )
 
 // tokenLen is the length of a gateway token: 256 bits in base64url.

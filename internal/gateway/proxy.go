@@ -251,14 +251,16 @@ func isEventStream(ct string) bool {
 	return err == nil && mt == "text/event-stream"
 }
 
-// passedHeaders are upstream answer headers clients act on.
-func copyAnswerHeaders(dst, src http.Header) {
+// copyAnswerHeaders passes the upstream answer headers clients act on,
+// with upstream keys redacted.
+func (c *call) copyAnswerHeaders(dst, src http.Header) {
 	for k, vs := range src {
 		lk := strings.ToLower(k)
 		if lk == "content-type" || lk == "retry-after" || lk == "retry-after-ms" || strings.HasPrefix(lk, "x-ratelimit-") {
 			dst[k] = vs
 		}
 	}
+	c.g.redact.redactHeader(dst)
 }
 
 // passError passes an upstream error through with its status (SPEC §6.1).
@@ -273,10 +275,11 @@ func (c *call) passError(resp *http.Response) {
 		}
 		return
 	}
+	body = c.g.redact.redact(body)
 	if err == nil {
 		c.response = body
 	}
-	copyAnswerHeaders(c.w.Header(), resp.Header)
+	c.copyAnswerHeaders(c.w.Header(), resp.Header)
 	c.w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	c.w.WriteHeader(resp.StatusCode)
 	_, _ = c.w.Write(body)
@@ -316,6 +319,7 @@ func (c *call) whole(resp *http.Response) {
 		c.reject(&apiError{Status: http.StatusBadGateway, Code: CodeUpstreamError, Message: "The upstream's answer exceeds the gateway's limit."}, ReasonResponseTooLarge)
 		return
 	}
+	body = c.g.redact.redact(body)
 	c.response = body
 	// The answer is read for the record after it is written, except for
 	// the rollout's first completion on this replica, whose provisional
@@ -326,7 +330,7 @@ func (c *call) whole(resp *http.Response) {
 		c.beforeCounted(resp.StatusCode)
 	}
 	h := c.w.Header()
-	copyAnswerHeaders(h, resp.Header)
+	c.copyAnswerHeaders(h, resp.Header)
 	if h.Get("Content-Type") == "" {
 		h.Set("Content-Type", "application/json")
 	}
@@ -443,7 +447,7 @@ func (c *call) stream(resp *http.Response) {
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
-	copyAnswerHeaders(h, resp.Header)
+	c.copyAnswerHeaders(h, resp.Header)
 	h.Set("Content-Type", "text/event-stream")
 	// The headers go out with the first event, in one write.
 	c.w.WriteHeader(resp.StatusCode)
@@ -453,6 +457,8 @@ func (c *call) stream(resp *http.Response) {
 		werr     error
 		readErr  error
 		tooLarge bool
+		leaked   bool // the events spelled an upstream key
+		scr      = c.g.redact.newScreen()
 		size     int
 		acc      = &streamAcc{}
 		upErr    bool
@@ -505,6 +511,7 @@ func (c *call) stream(resp *http.Response) {
 			}
 			break
 		}
+		raw, data = c.g.redact.redactEvent(raw, data)
 		if !hasData {
 			relay(raw) // comments and keep-alives
 			continue
@@ -515,6 +522,10 @@ func (c *call) stream(resp *http.Response) {
 		}
 		if size += len(data); int64(size) > c.g.cfg.MaxResponseBytes {
 			tooLarge = true
+			break
+		}
+		if scr.spells(data) {
+			leaked = true // withheld: the agent has less than the key's cut
 			break
 		}
 		if c.fwd.clientUsage || !mayBeUsageOnly(data) {
@@ -540,7 +551,7 @@ func (c *call) stream(resp *http.Response) {
 	}
 	c.ended = time.Now()
 	reason := c.gone()
-	ok := reason == "" && werr == nil && !tooLarge && readErr == nil
+	ok := reason == "" && werr == nil && !tooLarge && !leaked && readErr == nil
 	// A stream that may count ends with [DONE] whether or not every choice
 	// finished (a stream the upstream left unfinished still ends cleanly
 	// for the client), so [DONE] goes out before the rest is parsed, which
@@ -574,6 +585,9 @@ func (c *call) stream(resp *http.Response) {
 	case tooLarge:
 		c.endStream(rc, streamErrorEvent(CodeUpstreamError, "The upstream's stream exceeds the gateway's limit."))
 		c.finish(status, false, ReasonResponseTooLarge)
+	case leaked:
+		c.endStream(rc, streamErrorEvent(CodeUpstreamError, "The upstream's stream carried an upstream credential; the gateway cut it."))
+		c.finish(status, false, ReasonUpstreamCredential)
 	case readErr != nil:
 		c.endStream(rc, streamErrorEvent(CodeUpstreamError, "The upstream's stream broke off."))
 		c.finish(status, false, ReasonUpstreamBroken)
@@ -629,7 +643,9 @@ func (c *call) doneWithBody(dc *deliveryConn, status int, settle func() (incompl
 // returns why the stream cannot count if the upstream left a choice
 // unfinished or sent an error, and "" if every choice finished.
 func (c *call) settleStream(acc *streamAcc, upErr bool) (incomplete string) {
-	c.response = acc.response()
+	// Events were redacted one by one; the joined text is too, though the
+	// screen cut every stream whose events spelled a key.
+	c.response = c.g.redact.redact(acc.response())
 	c.rec.EmittedIDs = acc.emitted()
 	c.setUsage(acc.usage)
 	if upErr || !acc.finished() {

@@ -28,14 +28,17 @@ func benchStream(n int) []byte {
 }
 
 // BenchmarkStreamRelay measures the gateway's own CPU per streamed
-// answer (relay, reassembly, record) without the network: the upstream
+// answer (relay, key redaction, reassembly, record) without the network: the upstream
 // body is in memory and the client a recorder. copy is the floor: what a
 // bare proxy does with the same bytes (read, write, flush).
 func BenchmarkStreamRelay(b *testing.B) {
 	for _, n := range []int{1, 16} {
 		events := benchStream(n)
 		b.Run(fmt.Sprintf("gateway/events=%d", n), func(b *testing.B) {
-			g, err := New(Config{}, Deps{Store: &fakeStore{now: time.Now()}})
+			// An upstream key, as in production: every event is redacted
+			// and screened for it.
+			cfg := Config{Upstreams: []Upstream{{Name: "bench", BaseURL: "http://127.0.0.1:1/v1", APIKey: "sk-bench-0123456789abcdefghijklmnopqrstuv"}}}
+			g, err := New(cfg, Deps{Store: &fakeStore{now: time.Now()}})
 			if err != nil {
 				b.Fatal(err)
 			}

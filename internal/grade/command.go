@@ -68,7 +68,7 @@ func parseTimeout(raw json.RawMessage) (time.Duration, error) {
 }
 
 func (g *commandGrader) grade(ctx context.Context, v *view, env *Env) Verdict {
-	if env == nil || env.AllowCommand == nil || !env.AllowCommand(g.argv) {
+	if env == nil || env.AllowCommand == nil || !env.AllowCommand(env.Subject, g.argv) {
 		return abstain(ReasonGraderNotAllowed)
 	}
 	log := env.logger().With(slog.String("grader", "command"), slog.String("executable", g.argv[0]))

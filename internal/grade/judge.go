@@ -6,27 +6,60 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"math"
 	"strings"
+	"unicode/utf8"
 )
 
 // Judge answers an LLM-as-judge prompt through a named policy: a gyre.yaml
 // policy in the CLI, a tenant policy in gyre serve. An error is a transport
-// error; it makes the verdict abstain.
+// error and makes the verdict abstain with judge_error, except
+// ErrJudgeUnavailable (no policy applies), which abstains with
+// judge_unavailable. An answer may name the recorded call even with an
+// error, so that a failed call is linked from its verdict too.
 type Judge interface {
-	Complete(ctx context.Context, policy string, messages []Message) (string, error)
+	Complete(ctx context.Context, req JudgeRequest) (JudgeAnswer, error)
 }
 
 // JudgeFunc adapts a function to Judge.
-type JudgeFunc func(ctx context.Context, policy string, messages []Message) (string, error)
+type JudgeFunc func(ctx context.Context, req JudgeRequest) (JudgeAnswer, error)
 
 // Complete calls f.
-func (f JudgeFunc) Complete(ctx context.Context, policy string, messages []Message) (string, error) {
-	return f(ctx, policy, messages)
+func (f JudgeFunc) Complete(ctx context.Context, req JudgeRequest) (JudgeAnswer, error) {
+	return f(ctx, req)
 }
+
+// JudgeRequest is one call to a judge.
+type JudgeRequest struct {
+	// Subject is what is graded: its tenant resolves the policy, and the
+	// call is recorded against it.
+	Subject Subject
+	// Policy is the policy the grader names; empty means the default.
+	Policy string
+	// Messages is the prompt.
+	Messages []Message
+	// Attempt is 1 for the first call, 2 and 3 for the retries of a
+	// malformed answer.
+	Attempt int
+}
+
+// JudgeAnswer is a judge's reply.
+type JudgeAnswer struct {
+	// Text is the content of the model's answer.
+	Text string
+	// CallID is the id of the recorded grading call; empty when the
+	// judge records nothing.
+	CallID string
+}
+
+// ErrJudgeUnavailable is what a Judge returns when no policy applies to
+// the call (none named and no default, or one that does not exist or
+// routes nowhere): the verdict abstains with judge_unavailable.
+var ErrJudgeUnavailable = errors.New("no judge policy applies")
 
 // Message is one chat message of a judge prompt.
 type Message struct {
@@ -103,7 +136,13 @@ func judgeContent(it *Item) string {
 	}
 	s := string(b)
 	if len(s) > judgeContentMax {
-		s = s[:judgeContentMax] + "\n[truncated]"
+		// Cut at a rune boundary: half a character would reach the
+		// judge as U+FFFD, or make the request invalid JSON.
+		cut := judgeContentMax
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "\n[truncated]"
 	}
 	return s
 }
@@ -132,13 +171,25 @@ func (g *judgeGrader) grade(ctx context.Context, v *view, env *Env) Verdict {
 		return abstain(ReasonJudgeError)
 	}
 	msgs := g.prompt(hex.EncodeToString(nb[:]), judgeContent(v.it))
+	var calls []string
+	withCalls := func(vd Verdict) Verdict {
+		vd.GradingCallIDs = calls
+		return vd
+	}
 	for attempt := 1; attempt <= judgeAttempts; attempt++ {
-		answer, err := env.Judge.Complete(ctx, g.policy, msgs)
+		answer, err := env.Judge.Complete(ctx, JudgeRequest{Subject: env.Subject, Policy: g.policy, Messages: msgs, Attempt: attempt})
+		if answer.CallID != "" {
+			calls = append(calls, answer.CallID)
+		}
+		if errors.Is(err, ErrJudgeUnavailable) {
+			env.logger().WarnContext(ctx, "judge unavailable", slog.String("policy", g.policy), slog.Any("error", err))
+			return withCalls(abstain(ReasonJudgeUnavailable))
+		}
 		if err != nil {
 			env.logger().WarnContext(ctx, "judge call failed", slog.String("policy", g.policy), slog.Any("error", err))
-			return abstain(ReasonJudgeError)
+			return withCalls(abstain(ReasonJudgeError))
 		}
-		score, reason, err := parseJudgeAnswer(answer)
+		score, reason, err := parseJudgeAnswer(answer.Text)
 		if err != nil {
 			env.logger().WarnContext(ctx, "judge answer malformed", slog.String("policy", g.policy), slog.Int("attempt", attempt), slog.Any("error", err))
 			continue
@@ -146,9 +197,9 @@ func (g *judgeGrader) grade(ctx context.Context, v *view, env *Env) Verdict {
 		if reason == "" {
 			reason = fmt.Sprintf("judge score %g", score)
 		}
-		return Verdict{Pass: boolp(score >= g.threshold), Score: &score, Reason: oneLine(reason)}
+		return withCalls(Verdict{Pass: boolp(score >= g.threshold), Score: &score, Reason: oneLine(reason)})
 	}
-	return abstain(ReasonJudgeError)
+	return withCalls(abstain(ReasonJudgeError))
 }
 
 // parseJudgeAnswer reads {"score": 0..1, "reason": "…"}, tolerating a

@@ -5,37 +5,44 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
-// fakeJudge answers from a script and records prompts.
+// fakeJudge answers from a script and records requests. Each call gets
+// the id "call-<n>".
 type fakeJudge struct {
 	mu      sync.Mutex
 	answers []string
 	err     error
 	calls   int
 	prompts [][]Message
+	reqs    []JudgeRequest
 	policy  string
 }
 
-func (f *fakeJudge) Complete(_ context.Context, policy string, msgs []Message) (string, error) {
+func (f *fakeJudge) Complete(_ context.Context, req JudgeRequest) (JudgeAnswer, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
-	f.policy = policy
-	f.prompts = append(f.prompts, msgs)
+	f.policy = req.Policy
+	f.prompts = append(f.prompts, req.Messages)
+	f.reqs = append(f.reqs, req)
+	id := fmt.Sprintf("call-%d", f.calls)
 	if f.err != nil {
-		return "", f.err
+		return JudgeAnswer{CallID: id}, f.err
 	}
 	a := f.answers[0]
 	if len(f.answers) > 1 {
 		f.answers = f.answers[1:]
 	}
-	return a, nil
+	return JudgeAnswer{Text: a, CallID: id}, nil
 }
 
 func TestJudge_ScoreAgainstThreshold(t *testing.T) {
@@ -67,6 +74,11 @@ func TestJudge_MalformedAnswerRetriedTwiceThenAbstains(t *testing.T) {
 	if outcomeOf(v) != "abstain:judge_error" || j.calls != 3 {
 		t.Errorf("got %s after %d calls, want abstain:judge_error after 3", outcomeOf(v), j.calls)
 	}
+	for i, r := range j.reqs {
+		if r.Attempt != i+1 {
+			t.Errorf("call %d carried attempt %d", i+1, r.Attempt)
+		}
+	}
 	j2 := &fakeJudge{answers: []string{"garbage", `{"score":0.9,"reason":"fine"}`}}
 	v = gradeOne(t, `{"judge":"r"}`, rollout("x", nil), Env{Judge: j2})
 	if outcomeOf(v) != "pass" || j2.calls != 2 {
@@ -83,6 +95,61 @@ func TestJudge_TransportErrorAbstainsNeverFails(t *testing.T) {
 	}
 	if v := gradeOne(t, `{"judge":"r"}`, rollout("x", nil), Env{}); outcomeOf(v) != "abstain:judge_unavailable" {
 		t.Errorf("no judge: got %s", outcomeOf(v))
+	}
+}
+
+func TestJudge_NoPolicyAbstainsUnavailableNotError(t *testing.T) {
+	t.Parallel()
+	j := &fakeJudge{err: fmt.Errorf("tenant has no policy %q: %w", "judge", ErrJudgeUnavailable)}
+	v := gradeOne(t, `{"judge":{"rubric":"r","policy":"judge"}}`, rollout("x", nil), Env{Judge: j})
+	if outcomeOf(v) != "abstain:judge_unavailable" || j.calls != 1 {
+		t.Errorf("got %s after %d calls, want abstain:judge_unavailable after 1", outcomeOf(v), j.calls)
+	}
+}
+
+func TestJudge_VerdictLinksEveryGradingCall(t *testing.T) {
+	t.Parallel()
+	subject := Subject{TenantID: "t1", TenantName: "acme", Kind: SubjectRollout, ID: "r1"}
+	for _, tc := range []struct {
+		name    string
+		judge   *fakeJudge
+		want    string
+		wantIDs []string
+	}{
+		{"answered at once", &fakeJudge{answers: []string{`{"score":1,"reason":"ok"}`}}, "pass", []string{"call-1"}},
+		{"malformed then answered", &fakeJudge{answers: []string{"no", `{"score":0,"reason":"bad"}`}}, "fail", []string{"call-1", "call-2"}},
+		{"malformed three times", &fakeJudge{answers: []string{"no"}}, "abstain:judge_error", []string{"call-1", "call-2", "call-3"}},
+		{"transport error", &fakeJudge{err: errors.New("reset")}, "abstain:judge_error", []string{"call-1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			v := gradeOne(t, `{"judge":"r"}`, rollout("x", nil), Env{Judge: tc.judge, Subject: subject})
+			if outcomeOf(v) != tc.want || !slices.Equal(v.GradingCallIDs, tc.wantIDs) {
+				t.Errorf("got %s linking %v, want %s linking %v", outcomeOf(v), v.GradingCallIDs, tc.want, tc.wantIDs)
+			}
+			for _, r := range tc.judge.reqs {
+				if r.Subject != subject {
+					t.Errorf("judge asked for subject %+v, want %+v", r.Subject, subject)
+				}
+			}
+		})
+	}
+	// Other graders never carry the field.
+	raw, err := json.Marshal(gradeOne(t, `{"contains":"x"}`, rollout("x", nil), Env{}))
+	if err != nil || strings.Contains(string(raw), "grading_call_ids") {
+		t.Errorf("contains verdict = %s, %v", raw, err)
+	}
+}
+
+func TestJudge_TruncatedContentStaysValidUTF8(t *testing.T) {
+	t.Parallel()
+	// A 3-byte character straddles the cut for one of three alignments.
+	for _, prefix := range []string{"", "a", "aa"} {
+		text := prefix + strings.Repeat("€", judgeContentMax/3+10)
+		got := judgeContent(rollout(text, nil))
+		if !utf8.ValidString(got) || !strings.HasSuffix(got, "[truncated]") {
+			t.Errorf("prefix %q: truncated content valid UTF-8 = %v, ends %q", prefix, utf8.ValidString(got), got[max(0, len(got)-20):])
+		}
 	}
 }
 
@@ -117,7 +184,7 @@ func TestCommand_RunsWithItemOnStdin(t *testing.T) {
 	if _, err := exec.LookPath("sh"); err != nil {
 		t.Skip("no sh")
 	}
-	allow := func([]string) bool { return true }
+	allow := func(Subject, []string) bool { return true }
 	// The script checks its stdin is the graded item and its environment
 	// holds only PATH (sh itself may add PWD, SHLVL and _).
 	script := `in=$(cat); case "$in" in *'"schema":"gyre.graded-item/1"'*'"final_text":"hello"'*) ;; *) echo '{"pass":false,"reason":"bad stdin"}'; exit 0;; esac
@@ -136,7 +203,7 @@ func TestCommand_AbstainsOnErrorsAndRefusal(t *testing.T) {
 	if _, err := exec.LookPath("sh"); err != nil {
 		t.Skip("no sh")
 	}
-	allow := func([]string) bool { return true }
+	allow := func(Subject, []string) bool { return true }
 	decl := func(script string, extra map[string]any) string {
 		cfg := map[string]any{"run": []string{"sh", "-c", script}}
 		for k, v := range extra {
@@ -152,7 +219,7 @@ func TestCommand_AbstainsOnErrorsAndRefusal(t *testing.T) {
 		want string
 	}{
 		{"not allowed by default", decl(`echo '{"pass":true}'`, nil), Env{}, "abstain:grader_not_allowed"},
-		{"allow-list refuses", decl(`echo '{"pass":true}'`, nil), Env{AllowCommand: func(a []string) bool { return a[0] == "python3" }}, "abstain:grader_not_allowed"},
+		{"allow-list refuses", decl(`echo '{"pass":true}'`, nil), Env{AllowCommand: func(_ Subject, a []string) bool { return a[0] == "python3" }}, "abstain:grader_not_allowed"},
 		{"non-zero exit", decl(`echo '{"pass":true}'; exit 3`, nil), Env{AllowCommand: allow}, "abstain:grader_error"},
 		{"not JSON", decl(`echo PASS`, nil), Env{AllowCommand: allow}, "abstain:grader_error"},
 		{"unknown key", decl(`echo '{"pass":true,"verdict":1}'`, nil), Env{AllowCommand: allow}, "abstain:grader_error"},
@@ -184,7 +251,7 @@ func TestCommand_TimeoutDoesNotWaitForGrandchildren(t *testing.T) {
 	decl, _ := json.Marshal(map[string]any{"command": map[string]any{"run": []string{"sh", "-c", "sleep 60 & wait"}, "timeout": "200ms"}})
 	done := make(chan Verdict, 1)
 	go func() {
-		done <- gradeOne(t, string(decl), rollout("x", nil), Env{AllowCommand: func([]string) bool { return true }})
+		done <- gradeOne(t, string(decl), rollout("x", nil), Env{AllowCommand: func(Subject, []string) bool { return true }})
 	}()
 	select {
 	case v := <-done:

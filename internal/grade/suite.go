@@ -23,12 +23,35 @@ type Env struct {
 	// Judge answers judge graders; nil makes them abstain with
 	// judge_unavailable.
 	Judge Judge
-	// AllowCommand decides whether a command grader may run argv; nil
-	// refuses every command (abstention grader_not_allowed).
-	AllowCommand func(argv []string) bool
+	// AllowCommand decides whether a command grader may run argv for the
+	// subject; nil refuses every command (abstention grader_not_allowed).
+	// It is asked every time a command grader runs, so an executable the
+	// operator stopped allowing no longer runs for suites accepted before.
+	AllowCommand func(s Subject, argv []string) bool
+	// Subject is what is being graded. The judge's calls are made for its
+	// tenant and recorded against it; command allow-lists may be per
+	// tenant.
+	Subject Subject
 	// Rand is the source of judge nonces; nil means crypto/rand.
 	Rand io.Reader
 }
+
+// Subject names what a grading is for.
+type Subject struct {
+	// TenantID and TenantName are the subject's tenant; empty in the CLI.
+	TenantID   string
+	TenantName string
+	// Kind is "rollout" or "run"; ID the rollout id, or for an eval run
+	// "<experiment id>/<case id>/<repetition>".
+	Kind string
+	ID   string
+}
+
+// Subject kinds.
+const (
+	SubjectRollout = "rollout"
+	SubjectRun     = "run"
+)
 
 func (e *Env) logger() *slog.Logger {
 	if e == nil || e.Logger == nil {

@@ -9,6 +9,10 @@ type Verdict struct {
 	Pass   *bool    `json:"pass"`
 	Score  *float64 `json:"score"`
 	Reason string   `json:"reason"`
+	// GradingCallIDs link a judge's verdict to the grading calls it made,
+	// in order (retries of a malformed answer included); absent for every
+	// other grader and where calls are not recorded.
+	GradingCallIDs []string `json:"grading_call_ids,omitempty"`
 }
 
 // Abstained reports whether v is an abstention.

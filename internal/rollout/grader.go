@@ -18,7 +18,8 @@ import (
 // GraderDeps are what grading may use.
 type GraderDeps struct {
 	Logger *slog.Logger
-	// Env is passed to every grader (judge, command allow-list).
+	// Env is passed to every grader (judge, command allow-list), with
+	// each rollout as its Subject (see Grader.EnvFor).
 	Env grade.Env
 }
 
@@ -31,7 +32,18 @@ type Grader struct {
 	log   *slog.Logger
 	env   grade.Env
 	wake  chan struct{}
+	// batch is how many jobs a round claims under one lease.
+	batch int
 }
+
+// Jobs claimed per round: many when grading is local and quick, one when
+// a judge may spend minutes on model calls, so that the jobs waiting
+// behind it are not held under a lease that lapses before their turn
+// (another replica would then grade them twice).
+const (
+	gradeBatch      = 16
+	gradeBatchJudge = 1
+)
 
 // NewGrader returns a Grader over st.
 func NewGrader(st store.Store, d GraderDeps) *Grader {
@@ -41,7 +53,11 @@ func NewGrader(st store.Store, d GraderDeps) *Grader {
 	if d.Env.Logger == nil {
 		d.Env.Logger = d.Logger
 	}
-	return &Grader{store: st, log: d.Logger, env: d.Env, wake: make(chan struct{}, 1)}
+	batch := gradeBatch
+	if d.Env.Judge != nil {
+		batch = gradeBatchJudge
+	}
+	return &Grader{store: st, log: d.Logger, env: d.Env, wake: make(chan struct{}, 1), batch: batch}
 }
 
 // Wake makes the grader look for due jobs now.
@@ -78,7 +94,7 @@ func (g *Grader) run(ctx context.Context, owner string, every, lease time.Durati
 // RunOnce claims and runs one round of due grading and reconciliation
 // jobs and returns how many it took.
 func (g *Grader) RunOnce(ctx context.Context, owner string, lease time.Duration) (int, error) {
-	jobs, err := g.store.ClaimJobs(ctx, owner, []string{store.JobGrade, store.JobReconcile}, 16, lease)
+	jobs, err := g.store.ClaimJobs(ctx, owner, []string{store.JobGrade, store.JobReconcile}, g.batch, lease)
 	if err != nil {
 		return 0, err
 	}
@@ -173,7 +189,11 @@ func (g *Grader) GradeRollout(ctx context.Context, rolloutID string) error {
 	if err != nil {
 		return err
 	}
-	set, err := suite.Grade(ctx, item, g.env)
+	env, err := g.EnvFor(ctx, r)
+	if err != nil {
+		return err
+	}
+	set, err := suite.Grade(ctx, item, env)
 	if err != nil {
 		return fmt.Errorf("grade: %w", err)
 	}
@@ -201,6 +221,20 @@ func (g *Grader) GradeRollout(ctx context.Context, rolloutID string) error {
 		return g.store.EnqueueJob(ctx, store.JobReconcile, rolloutID)
 	}
 	return nil
+}
+
+// EnvFor is the grading environment of one rollout: the Grader's, with
+// the rollout as its subject, so that a judge calls its tenant's policy
+// and records the call against it, and a command grader is checked
+// against the tenant's allow-list. Regrading a rollout uses it too.
+func (g *Grader) EnvFor(ctx context.Context, r store.Rollout) (grade.Env, error) {
+	t, err := g.store.TenantByID(ctx, r.TenantID)
+	if err != nil {
+		return grade.Env{}, fmt.Errorf("rollout tenant: %w", err)
+	}
+	env := g.env
+	env.Subject = grade.Subject{TenantID: r.TenantID, TenantName: t.Name, Kind: grade.SubjectRollout, ID: r.ID}
+	return env, nil
 }
 
 // ReconcileRollout decides a graded rollout's reconciliation once every

@@ -82,7 +82,11 @@ func (g *Grader) RegradeRollout(ctx context.Context, tenantID, rolloutID string,
 			return Regraded{}, err
 		}
 	}
-	set, err := suite.Grade(ctx, item, g.env)
+	env, err := g.EnvFor(ctx, in.Rollout)
+	if err != nil {
+		return Regraded{}, err
+	}
+	set, err := suite.Grade(ctx, item, env)
 	if err != nil {
 		return Regraded{}, fmt.Errorf("grade: %w", err)
 	}
@@ -219,6 +223,6 @@ func (s *Service) RegradeBatch(ctx context.Context, tenantID, batchID string, gr
 	return s.grader.RegradeBatch(ctx, tenantID, batchID, graders, p)
 }
 
-// Env is the Env every grading of this grader uses; regrades of eval runs
-// on the server grade through it too.
+// Env is the Env every grading of this grader uses, without a subject;
+// regrades of eval runs on the server grade through it too.
 func (g *Grader) Env() grade.Env { return g.env }

@@ -25,6 +25,9 @@ func (s *Store) CreateBatch(ctx context.Context, nb store.NewBatch) (store.Batch
 	if nb.GroupSize < 1 || nb.MaxAttempts < 1 || nb.DeadlineS <= 0 || len(nb.TaskIDs) == 0 {
 		return store.Batch{}, nil, false, errors.New("create batch: group size, attempts, deadline and tasks must be positive")
 	}
+	if err := refuseNUL("/agent_id", nb.AgentID, "/policy", derefOr(nb.Policy), "Idempotency-Key", nb.IdempotencyKey); err != nil {
+		return store.Batch{}, nil, false, fmt.Errorf("create batch: %w", err)
+	}
 	retryOn, err := json.Marshal(nonNil(nb.RetryOn))
 	if err != nil {
 		return store.Batch{}, nil, false, fmt.Errorf("create batch: %w", err)

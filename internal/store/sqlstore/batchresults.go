@@ -42,7 +42,8 @@ func (s *Store) BatchSummary(ctx context.Context, tenantID, batchID string) (sto
 // ListBatches lists the tenant's batch summaries, newest first (batch ids
 // are UUIDv7, so id order is creation order).
 func (s *Store) ListBatches(ctx context.Context, tenantID string, f store.BatchFilter, p store.Page) ([]store.BatchSummary, string, error) {
-	after, err := decodeCursor("batches", p.Cursor)
+	cur := listCursor(tenantID, "batches", f.AgentID, string(f.State))
+	after, err := cur.decodeID(p.Cursor)
 	if err != nil {
 		return nil, "", err
 	}
@@ -74,7 +75,7 @@ func (s *Store) ListBatches(ctx context.Context, tenantID string, f store.BatchF
 	next := ""
 	if len(ids) > n {
 		ids = ids[:n]
-		next = encodeCursor("batches", ids[n-1])
+		next = cur.encode(ids[n-1])
 	}
 	sums, err := s.batchSummaries(ctx, tenantID, ids)
 	if err != nil {

@@ -24,6 +24,9 @@ func (s *Store) Claim(ctx context.Context, c store.ClaimRequest) (store.ClaimRes
 	if c.Max < 1 || len(c.Secrets) < c.Max || c.Lease <= 0 {
 		return store.ClaimResult{}, errors.New("claim: need max ≥ 1, a positive lease and one secret set per rollout")
 	}
+	if err := refuseNUL("/worker_id", c.WorkerID, "/worker_version", c.WorkerVersion, "Idempotency-Key", c.IdempotencyKey); err != nil {
+		return store.ClaimResult{}, fmt.Errorf("claim: %w", err)
+	}
 	if s.d.OneStatementClaim && s.dbClock && c.IdempotencyKey == "" && c.Max <= maxCombinedRows {
 		return s.claimOneStatement(ctx, c)
 	}
@@ -31,6 +34,14 @@ func (s *Store) Claim(ctx context.Context, c store.ClaimRequest) (store.ClaimRes
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		res = store.ClaimResult{}
 		if c.IdempotencyKey != "" {
+			// Claims sharing a key run one at a time, so that exactly one
+			// leases and the others read what it remembered. Without
+			// the lock, concurrent claims on PostgreSQL each found no
+			// answer yet, each leased its own rollouts (SKIP LOCKED),
+			// and all but the last one's were orphaned.
+			if err := s.lockTx(ctx, tx, "claim-key\x00"+c.TenantID+"\x00"+c.AgentID+"\x00"+c.IdempotencyKey); err != nil {
+				return err
+			}
 			done, err := s.reclaim(ctx, tx, c, &res)
 			if err != nil || done {
 				return err

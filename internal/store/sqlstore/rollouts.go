@@ -79,7 +79,8 @@ func (s *Store) GetRollout(ctx context.Context, tenantID, rolloutID string) (sto
 
 // ListRollouts lists the tenant's rollouts, newest first.
 func (s *Store) ListRollouts(ctx context.Context, tenantID string, f store.RolloutFilter, p store.Page) ([]store.Rollout, string, error) {
-	after, err := decodeCursor("rollouts", p.Cursor)
+	cur := listCursor(tenantID, "rollouts", f.AgentID, string(f.State), f.BatchID)
+	after, err := cur.decodeID(p.Cursor)
 	if err != nil {
 		return nil, "", err
 	}
@@ -123,7 +124,7 @@ func (s *Store) ListRollouts(ctx context.Context, tenantID string, f store.Rollo
 	next := ""
 	if len(out) > n {
 		out = out[:n]
-		next = encodeCursor("rollouts", out[n-1].ID)
+		next = cur.encode(out[n-1].ID)
 	}
 	return out, next, nil
 }
