@@ -67,6 +67,7 @@ type Store interface {
 	RolloutStore
 	GatewayStore
 	ExperimentStore
+	RecordedStore
 
 	// CreateTenant creates a tenant; ErrConflict if the name exists.
 	CreateTenant(ctx context.Context, name string) (gyre.Tenant, error)
