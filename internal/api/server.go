@@ -365,4 +365,5 @@ func (s *Server) routes() {
 	s.rolloutRoutes()
 	s.experimentRoutes()
 	s.gatewayRoutes()
+	s.recordedRoutes()
 }
