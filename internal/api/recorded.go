@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gyrehq/gyre"
 	"github.com/gyrehq/gyre/atif"
@@ -77,6 +78,9 @@ func (s *Server) productionCalls(w http.ResponseWriter, r *http.Request) error {
 	}
 	var f store.CallFilter
 	if v, ok := q["agent_id"]; ok {
+		if !utf8.ValidString(v) {
+			return gyre.Errorf(gyre.CodeInvalidQuery, "agent_id must be valid UTF-8")
+		}
 		if err := flywheel.ValidateAgentID(v); err != nil {
 			return gyre.Errorf(gyre.CodeInvalidQuery, "%s", turnsIDReason(err))
 		}

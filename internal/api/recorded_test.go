@@ -68,7 +68,15 @@ func TestBlobs_ServedOnlyToATenantThatReferencesThem(t *testing.T) {
 // answers bad input with 400 and the code of the part at fault.
 func TestRecordedReads_RefuseBadInput(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, sqliteEngine, Config{}, withBlobs(fileBlobs))
+	for _, eng := range engines() {
+		t.Run(eng.name, func(t *testing.T) {
+			t.Parallel()
+			testRecordedReadsRefuseBadInput(t, newEnv(t, eng, Config{}, withBlobs(fileBlobs)))
+		})
+	}
+}
+
+func testRecordedReadsRefuseBadInput(t *testing.T, e *env) {
 	rd := e.key(gyre.RoleReader)
 	sum := sha256Hex("x")
 	cases := []struct {
@@ -84,6 +92,11 @@ func TestRecordedReads_RefuseBadInput(t *testing.T) {
 		{"/api/v1/calls?since=2031-03-14", gyre.CodeInvalidQuery},
 		{"/api/v1/calls?agent_id=" + strings.Repeat("a", 300), gyre.CodeInvalidQuery},
 		{"/api/v1/calls?agent_id=", gyre.CodeInvalidQuery},
+		{"/api/v1/calls?agent_id=%FF", gyre.CodeInvalidQuery},
+		{"/api/v1/calls?agent_id=a%00b", gyre.CodeInvalidQuery},
+		{"/api/v1/calls?since=%FF", gyre.CodeInvalidQuery},
+		{"/api/v1/calls?cursor=%FF", gyre.CodeInvalidQuery},
+		{"/api/v1/blobs/%FF", gyre.CodeInvalidPathParam},
 		{"/api/v1/calls?rollout_id=x", gyre.CodeInvalidQuery},
 		{"/api/v1/calls?cursor=garbage", gyre.CodeInvalidQuery},
 		{"/api/v1/calls?limit=0", gyre.CodeInvalidQuery},
