@@ -31,7 +31,7 @@ func BenchmarkBodyReader_ConversationPage(b *testing.B) {
 			b.Fatal(e.Message)
 		}
 		p := &pendingRecord{rec: store.GatewayRecord{ID: fmt.Sprint(i), TenantID: "t1"},
-			body: &bodyParts{fwd: req.forward(Policy{Model: "served"}), messages: req.messages},
+			body:     &bodyParts{fwd: req.forward(Policy{Model: "served"}), messages: req.messages},
 			response: []byte(`{"id":"x","object":"chat.completion","choices":[]}`)}
 		if err := rec.storeBodies(ctx, p); err != nil {
 			b.Fatal(err)
