@@ -280,7 +280,9 @@ func TestRecordedCalls_NullWhenNotCapturedOrNotForwarded(t *testing.T) {
 		h := newHarness(t, eng, harnessOpts{})
 		rr := h.rollout(`,"policy":"p1","limits":{"max_completions":1}`)
 		path := "/gw/" + gatewayToken(rr) + "/v1/chat/completions"
-		ok := []byte(`{"model":"m","messages":[{"role":"user","content":"one"}]}`)
+		// Values keep the agent's spacing upstream, so "forwarded" must be
+		// written into the answer as is, not re-encoded.
+		ok := []byte(`{"model":"m", "metadata": {"a": [1, 2.50]}, "messages":[{"role":"user","content":"one"}]}`)
 		if r := h.do(http.MethodPost, path, rr.APIKey, ok); r.status != http.StatusOK {
 			t.Fatalf("first call: %d %s", r.status, r.body)
 		}
@@ -295,6 +297,12 @@ func TestRecordedCalls_NullWhenNotCapturedOrNotForwarded(t *testing.T) {
 		}
 		if err := json.Unmarshal(r.body, &l); err != nil || len(l.Items) != 3 {
 			t.Fatalf("calls: %s (%v)", r.body, err)
+		}
+		h.up.mu.Lock()
+		upFirst := h.up.bodies[0]
+		h.up.mu.Unlock()
+		if !bytes.Contains(upFirst, []byte(`{"a": [1, 2.50]}`)) || !bytes.Equal(l.Items[0]["forwarded"], upFirst) {
+			t.Errorf("forwarded is not byte for byte what the upstream received:\n got %s\nwant %s", l.Items[0]["forwarded"], upFirst)
 		}
 		budget, invalid := l.Items[1], l.Items[2]
 		if !jsonEqual(t, budget["request"], over) || string(budget["forwarded"]) != "null" || string(budget["response"]) != "null" {
