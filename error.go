@@ -36,6 +36,7 @@ const (
 	CodePolicyExists         = "policy_exists"
 	CodeUpstreamNotAllowed   = "upstream_not_allowed"
 	CodeTenantExists         = "tenant_exists"
+	CodeIdempotencyKeyReused = "idempotency_key_reused"
 )
 
 var statusByCode = map[string]int{
@@ -66,6 +67,7 @@ var statusByCode = map[string]int{
 	CodePolicyExists:         http.StatusConflict,
 	CodeUpstreamNotAllowed:   http.StatusUnprocessableEntity,
 	CodeTenantExists:         http.StatusConflict,
+	CodeIdempotencyKeyReused: http.StatusConflict,
 }
 
 // Error is the one error type that crosses from the domain to a client.

@@ -50,6 +50,31 @@ func (s RolloutState) Finished() bool {
 	return s == StateSubmitted || s == StateGraded || s.ServerEnded()
 }
 
+// BatchState is where a batch is (SPEC §4.8): running while one of its
+// rollouts is queued, leased or submitted (awaiting grading), cancelled
+// once an admin cancelled it, finished otherwise.
+type BatchState string
+
+// The batch states.
+const (
+	BatchRunning   BatchState = "running"
+	BatchFinished  BatchState = "finished"
+	BatchCancelled BatchState = "cancelled"
+)
+
+// BatchStates lists every batch state, for validation.
+var BatchStates = []BatchState{BatchRunning, BatchFinished, BatchCancelled}
+
+// Valid reports whether s is one of BatchStates.
+func (s BatchState) Valid() bool {
+	for _, v := range BatchStates {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
 // Defaults of SPEC §4.2–§4.5.
 const (
 	DefaultGroupSize   = 1

@@ -8,19 +8,21 @@ import (
 	"net/http"
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gyrehq/gyre"
 	"github.com/gyrehq/gyre/flywheel"
+	"github.com/gyrehq/gyre/internal/grade"
+	"github.com/gyrehq/gyre/internal/jcs"
 	"github.com/gyrehq/gyre/internal/store"
 )
 
 // Bounds on a batch, so one request cannot queue without limit.
 const (
-	maxGroupSize       = 1024
-	maxBatchAttempts   = 10
-	maxBatchRollouts   = 100_000
-	maxBatchDeadlineS  = 7 * 24 * 3600
-	maxIdempotencyKeys = 255
+	maxGroupSize      = 1024
+	maxBatchAttempts  = 10
+	maxBatchRollouts  = 100_000
+	maxBatchDeadlineS = 7 * 24 * 3600
 )
 
 // batchBody is POST /api/v1/batches (SPEC §4.2).
@@ -37,31 +39,128 @@ type batchBody struct {
 	Limits      json.RawMessage `json:"limits"`
 }
 
-// batchLimits are the gateway limits a batch may set (SPEC §6.1).
-type batchLimits struct {
-	MaxCompletions        *int64   `json:"max_completions"`
-	MaxTotalTokens        *int64   `json:"max_total_tokens"`
-	MaxCostUSD            *float64 `json:"max_cost_usd"`
-	MaxConcurrentRequests *int64   `json:"max_concurrent_requests"`
+// batchSummaryView is a batch as GET /api/v1/batches lists it: its
+// settings, progress and results (SPEC §4.8).
+type batchSummaryView struct {
+	BatchID         string                    `json:"batch_id"`
+	AgentID         string                    `json:"agent_id"`
+	State           gyre.BatchState           `json:"state"`
+	Policy          *string                   `json:"policy"`
+	GroupSize       int                       `json:"group_size"`
+	DeadlineS       float64                   `json:"deadline_s"`
+	MaxAttempts     int                       `json:"max_attempts"`
+	RetryOn         []string                  `json:"retry_on"`
+	Limits          json.RawMessage           `json:"limits"`
+	Tasks           int                       `json:"tasks"`
+	CreatedAt       time.Time                 `json:"created_at"`
+	CancelledAt     *time.Time                `json:"cancelled_at"`
+	Counts          map[gyre.RolloutState]int `json:"counts"`
+	Groups          int                       `json:"groups"`
+	GroupsComplete  int                       `json:"groups_complete"`
+	GroupsCancelled int                       `json:"groups_cancelled"`
+	Outcomes        outcomesView              `json:"outcomes"`
+	// PassRate is passed ÷ (passed + failed) with its Wilson 95%
+	// interval; null when no rollout passed or failed.
+	PassRate *grade.Estimate `json:"pass_rate"`
+	// MeanReward is the mean reward of graded rollouts without an
+	// exclusion that have one; null when none.
+	MeanReward *meanView `json:"mean_reward"`
+	// Finished, TrainingGrade and TrainingGradeYield (training grade ÷
+	// finished, null when nothing finished) follow store.BatchSummary.
+	Finished                int            `json:"finished"`
+	TrainingGrade           int            `json:"training_grade"`
+	TrainingGradeYield      *float64       `json:"training_grade_yield"`
+	NotTrainingGradeReasons map[string]int `json:"not_training_grade_reasons"`
 }
 
-// batchView is a batch as the API shows it.
+// outcomesView counts graded rollouts: passed, failed and unscored (every
+// deciding grader abstained) among those without an exclusion, and
+// excluded ones apart.
+type outcomesView struct {
+	Passed   int `json:"passed"`
+	Failed   int `json:"failed"`
+	Unscored int `json:"unscored"`
+	Excluded int `json:"excluded"`
+}
+
+// meanView is a mean over N items.
+type meanView struct {
+	Value float64 `json:"value"`
+	N     int     `json:"n"`
+}
+
+// batchView is GET /api/v1/batches/{id}: the summary and the task ids.
 type batchView struct {
-	BatchID        string                    `json:"batch_id"`
-	AgentID        string                    `json:"agent_id"`
-	Policy         *string                   `json:"policy"`
-	GroupSize      int                       `json:"group_size"`
-	DeadlineS      float64                   `json:"deadline_s"`
-	MaxAttempts    int                       `json:"max_attempts"`
-	RetryOn        []string                  `json:"retry_on"`
-	Limits         json.RawMessage           `json:"limits"`
-	TaskIDs        []string                  `json:"task_ids"`
-	CreatedAt      time.Time                 `json:"created_at"`
-	CancelledAt    *time.Time                `json:"cancelled_at"`
-	Counts         map[gyre.RolloutState]int `json:"counts"`
-	Groups         int                       `json:"groups"`
-	GroupsComplete int                       `json:"groups_complete"`
-	TrainingGrade  int                       `json:"training_grade"`
+	batchSummaryView
+	TaskIDs []string `json:"task_ids"`
+}
+
+// toBatchSummaryView shows a store summary, computing the pass rate's
+// Wilson interval and the training-grade yield.
+func toBatchSummaryView(sum store.BatchSummary) batchSummaryView {
+	v := batchSummaryView{
+		BatchID: sum.ID, AgentID: sum.AgentID, State: sum.State, Policy: sum.Policy, GroupSize: sum.GroupSize,
+		DeadlineS: sum.DeadlineS, MaxAttempts: sum.MaxAttempts, RetryOn: nonNilStrings(sum.RetryOn),
+		Limits: rawOrNull(sum.Limits), Tasks: len(sum.TaskIDs), CreatedAt: sum.CreatedAt, CancelledAt: sum.CancelledAt,
+		Counts: sum.Counts, Groups: sum.Groups, GroupsComplete: sum.GroupsComplete, GroupsCancelled: sum.GroupsCancelled,
+		Outcomes:      outcomesView{Passed: sum.Passed, Failed: sum.Failed, Unscored: sum.Unscored, Excluded: sum.Excluded},
+		Finished:      sum.Finished,
+		TrainingGrade: sum.TrainingGrade, NotTrainingGradeReasons: sum.NotTrainingGrade,
+	}
+	if v.Counts == nil {
+		v.Counts = map[gyre.RolloutState]int{}
+	}
+	if v.NotTrainingGradeReasons == nil {
+		v.NotTrainingGradeReasons = map[string]int{}
+	}
+	if n := sum.Passed + sum.Failed; n > 0 {
+		lo, hi := grade.Wilson(sum.Passed, n)
+		v.PassRate = &grade.Estimate{Value: float64(sum.Passed) / float64(n), Interval: grade.Interval{Low: lo, High: hi}, N: n}
+	}
+	if sum.MeanReward != nil {
+		v.MeanReward = &meanView{Value: *sum.MeanReward, N: sum.RewardN}
+	}
+	if sum.Finished > 0 {
+		y := float64(sum.TrainingGrade) / float64(sum.Finished)
+		v.TrainingGradeYield = &y
+	}
+	return v
+}
+
+// Batch warnings in a 201 answer: the batch is created, but something
+// will make its rollouts fail (SPEC §6.1).
+const (
+	// warnNoPolicy: neither the batch, nor the agent's promotion, nor the
+	// server's default names a policy the tenant has, so every LLM call
+	// of its rollouts will be answered 503 no_policy.
+	warnNoPolicy = "no_policy"
+)
+
+// batchWarnings lists what will make a new batch's rollouts fail.
+func (s *Server) batchWarnings(ctx context.Context, tenantID, agentID string, policy *string) ([]string, error) {
+	if policy != nil {
+		return nil, nil // the store checked that it exists
+	}
+	promoted, err := s.store.AgentPolicy(ctx, tenantID, agentID)
+	if err != nil {
+		return nil, err
+	}
+	name := ""
+	switch {
+	case promoted != nil && *promoted != "":
+		name = *promoted
+	case s.gateway != nil:
+		name = s.gateway.DefaultPolicy()
+	}
+	if name == "" {
+		return []string{warnNoPolicy}, nil
+	}
+	if _, err := s.store.GetPolicy(ctx, tenantID, name); errors.Is(err, store.ErrNotFound) {
+		return []string{warnNoPolicy}, nil
+	} else if err != nil {
+		return nil, err
+	}
+	return nil, nil
 }
 
 // createBatch is POST /api/v1/batches.
@@ -70,21 +169,38 @@ func (s *Server) createBatch(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := requireJSON(r); err != nil {
+		return err
+	}
+	raw, err := readBody(r, s.cfg.MaxBodyBytes)
+	if err != nil {
+		return err
+	}
 	var body batchBody
-	if err := s.decodeJSON(r, &body); err != nil {
+	if err := decodeObject(raw, &body); err != nil {
 		return err
 	}
 	nb, err := s.newBatch(r.Context(), p.TenantID, body)
 	if err != nil {
 		return err
 	}
-	nb.IdempotencyKey = r.Header.Get("Idempotency-Key")
-	if len(nb.IdempotencyKey) > maxIdempotencyKeys {
-		return gyre.Errorf(gyre.CodeInvalidBody, "Idempotency-Key must be at most %d characters", maxIdempotencyKeys)
+	if nb.IdempotencyKey, err = idempotencyKey(r); err != nil {
+		return err
+	}
+	if nb.IdempotencyKey != "" {
+		// The same key with another body is refused (SPEC §4.2); bodies
+		// compare as canonical JSON, so spacing and member order do not
+		// matter.
+		if nb.RequestSHA256, err = jcs.Hash(raw); err != nil {
+			return gyre.Errorf(gyre.CodeInvalidBody, "body is not canonicalizable JSON: %v", err)
+		}
 	}
 	b, ids, existed, err := s.store.CreateBatch(r.Context(), nb)
 	var fe *store.FieldError
 	switch {
+	case errors.Is(err, store.ErrIdempotencyKeyReused):
+		return gyre.Errorf(gyre.CodeIdempotencyKeyReused,
+			"this Idempotency-Key was used in the last 24 hours with a different body; send a new key for a new batch")
 	case errors.As(err, &fe) && errors.Is(err, store.ErrPolicyNotFound):
 		return gyre.Errorf(gyre.CodePolicyNotFound, "policy %q does not exist in this tenant", *nb.Policy).AtPointer(fe.Pointer)
 	case errors.As(err, &fe) && errors.Is(err, store.ErrNotFound):
@@ -99,8 +215,20 @@ func (s *Server) createBatch(w http.ResponseWriter, r *http.Request) error {
 	if existed {
 		status = http.StatusOK
 	}
-	writeJSON(w, status, map[string]any{"batch_id": b.ID, "rollout_ids": nonNilStrings(ids)})
+	warnings, err := s.batchWarnings(r.Context(), p.TenantID, b.AgentID, b.Policy)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, status, createdBatch{BatchID: b.ID, RolloutIDs: nonNilStrings(ids), Warnings: warnings})
 	return nil
+}
+
+// createdBatch is the answer to POST /api/v1/batches. Warnings is absent
+// when there is none.
+type createdBatch struct {
+	BatchID    string   `json:"batch_id"`
+	RolloutIDs []string `json:"rollout_ids"`
+	Warnings   []string `json:"warnings,omitempty"`
 }
 
 // newBatch checks a batch body and fills in SPEC §4.2's defaults.
@@ -186,22 +314,14 @@ func (s *Server) newBatch(ctx context.Context, tenantID string, body batchBody) 
 	if body.Policy != nil && *body.Policy == "" {
 		return nb, bad("/policy", "policy must be a policy name")
 	}
-	if len(body.Limits) > 0 {
-		var lim batchLimits
-		if err := decodeObject(body.Limits, &lim); err != nil {
+	if len(body.Limits) > 0 && string(body.Limits) != "null" {
+		lim, err := gyre.DecodeLimits(body.Limits)
+		if err != nil {
 			var ge *gyre.Error
 			if errors.As(err, &ge) {
 				return nb, ge.AtPointer("/limits" + ge.Pointer)
 			}
 			return nb, err
-		}
-		for name, v := range map[string]float64{
-			"max_completions": i64(lim.MaxCompletions), "max_total_tokens": i64(lim.MaxTotalTokens),
-			"max_concurrent_requests": i64(lim.MaxConcurrentRequests), "max_cost_usd": f64(lim.MaxCostUSD),
-		} {
-			if v < 0 {
-				return nb, bad("/limits/"+name, "%s must not be negative", name)
-			}
 		}
 		canon, err := json.Marshal(lim)
 		if err != nil {
@@ -210,20 +330,6 @@ func (s *Server) newBatch(ctx context.Context, tenantID string, body batchBody) 
 		nb.Limits = canon
 	}
 	return nb, nil
-}
-
-func i64(p *int64) float64 {
-	if p == nil {
-		return 0
-	}
-	return float64(*p)
-}
-
-func f64(p *float64) float64 {
-	if p == nil {
-		return 0
-	}
-	return *p
 }
 
 // getBatch is GET /api/v1/batches/{id}.
@@ -240,12 +346,50 @@ func (s *Server) getBatch(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, batchView{
-		BatchID: sum.ID, AgentID: sum.AgentID, Policy: sum.Policy, GroupSize: sum.GroupSize, DeadlineS: sum.DeadlineS,
-		MaxAttempts: sum.MaxAttempts, RetryOn: nonNilStrings(sum.RetryOn), Limits: rawOrNull(sum.Limits),
-		TaskIDs: nonNilStrings(sum.TaskIDs), CreatedAt: sum.CreatedAt, CancelledAt: sum.CancelledAt,
-		Counts: sum.Counts, Groups: sum.Groups, GroupsComplete: sum.GroupsComplete, TrainingGrade: sum.TrainingGrade,
-	})
+	writeJSON(w, http.StatusOK, batchView{batchSummaryView: toBatchSummaryView(sum), TaskIDs: nonNilStrings(sum.TaskIDs)})
+	return nil
+}
+
+// listBatches is GET /api/v1/batches?agent_id&state: batch summaries,
+// newest first.
+func (s *Server) listBatches(w http.ResponseWriter, r *http.Request) error {
+	p, err := principal(r)
+	if err != nil {
+		return err
+	}
+	q, err := queryParams(r, "agent_id", "state", "limit", "cursor")
+	if err != nil {
+		return err
+	}
+	pg, err := page(q)
+	if err != nil {
+		return err
+	}
+	var f store.BatchFilter
+	if v, ok := q["agent_id"]; ok {
+		if !utf8.ValidString(v) {
+			return gyre.Errorf(gyre.CodeInvalidQuery, "agent_id is not valid UTF-8")
+		}
+		if err := flywheel.ValidateAgentID(v); err != nil {
+			return gyre.Errorf(gyre.CodeInvalidQuery, "agent_id is not a valid flywheel/1 agent_id: %v", err)
+		}
+		f.AgentID = v
+	}
+	if v, ok := q["state"]; ok {
+		f.State = gyre.BatchState(v)
+		if !f.State.Valid() {
+			return gyre.Errorf(gyre.CodeInvalidQuery, "state must be one of %v", gyre.BatchStates)
+		}
+	}
+	sums, next, err := s.store.ListBatches(r.Context(), p.TenantID, f, pg)
+	if err != nil {
+		return err
+	}
+	items := make([]batchSummaryView, len(sums))
+	for i, sum := range sums {
+		items[i] = toBatchSummaryView(sum)
+	}
+	writeJSON(w, http.StatusOK, newList(items, next))
 	return nil
 }
 

@@ -16,11 +16,11 @@ var catalogReader = access{roles: []gyre.Role{gyre.RoleReader, gyre.RoleEvaluato
 // Every object is the caller's tenant's: another tenant's name or id is
 // 404, like one that does not exist.
 func (s *Server) catalogRoutes() {
-	s.handle("PUT /api/v1/fixtures/{name}", access{roles: adminOnly.roles, blobBody: true}, s.putFixture)
+	s.handle("PUT /api/v1/fixtures/{name}", access{roles: adminOnly.roles, blobBody: true, ownMediaType: true}, s.putFixture)
 	s.handle("GET /api/v1/fixtures", catalogReader, s.listFixtures)
 	s.handle("GET /api/fixtures/{name}", catalogReader, s.getFixtureContent)
 
-	s.handle("POST /api/v1/suites", adminOnly, s.createSuite)
+	s.handle("POST /api/v1/suites", access{roles: adminOnly.roles, ownMediaType: true}, s.createSuite)
 	s.handle("GET /api/v1/suites", catalogReader, s.listSuites)
 	s.handle("GET /api/v1/suites/{name}/versions/{version}", catalogReader, s.getSuiteVersion)
 

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"path"
 	"reflect"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -111,6 +112,17 @@ func requireJSON(r *http.Request) error {
 	return nil
 }
 
+// requireJSONBody is requireJSON for a request that may carry a body: one
+// that declares an empty body (Content-Length: 0, as curl -d "" sends with
+// a form Content-Type) is let through, so the routes whose body is empty
+// or optional (heartbeat, release, claim, cancel) keep working.
+func requireJSONBody(r *http.Request) error {
+	if r.ContentLength == 0 {
+		return nil
+	}
+	return requireJSON(r)
+}
+
 // decodeObject is decodeJSON after the body has been read.
 func decodeObject(b []byte, dst any) error {
 	if len(bytes.TrimSpace(b)) == 0 {
@@ -148,12 +160,17 @@ func decodeObject(b []byte, dst any) error {
 		if !ok {
 			return gyre.Errorf(gyre.CodeInvalidBody, "unknown member %q", name).AtPointer(ptr)
 		}
-		if err := json.Unmarshal(raw, f.Addr().Interface()); err != nil {
+		if err := json.Unmarshal(raw, f.v.Addr().Interface()); err != nil {
 			var te *json.UnmarshalTypeError
 			if errors.As(err, &te) {
 				return gyre.Errorf(gyre.CodeInvalidBody, "%s must be %s, not a JSON %s", name, jsonType(te.Type), te.Value).AtPointer(ptr)
 			}
 			return gyre.Errorf(gyre.CodeInvalidBody, "%s is invalid", name).AtPointer(ptr)
+		}
+		if !f.contractText {
+			if at, ok := holdsNUL(f.v, ptr); ok {
+				return errNUL(at)
+			}
 		}
 	}
 	if _, err := dec.Token(); err != nil { // the closing '}'
@@ -176,19 +193,58 @@ func syntaxError(err error) error {
 	return gyre.Errorf(gyre.CodeInvalidBody, "body is not valid JSON")
 }
 
+// decodedField is a field of a body struct that decodeObject fills.
+type decodedField struct {
+	v reflect.Value
+	// contractText marks a string a contract defines (tag text:"contract",
+	// e.g. a harness's answer): it may hold U+0000, which the store keeps
+	// losslessly. Every other string of a body is gyre's own and is
+	// refused with U+0000 (errNUL).
+	contractText bool
+}
+
 // jsonFields maps the json names of *dst's fields to the fields.
-func jsonFields(dst any) map[string]reflect.Value {
+func jsonFields(dst any) map[string]decodedField {
 	v := reflect.ValueOf(dst).Elem()
 	t := v.Type()
-	fields := make(map[string]reflect.Value, t.NumField())
+	fields := make(map[string]decodedField, t.NumField())
 	for i := range t.NumField() {
 		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
 		if name == "" || name == "-" {
 			continue
 		}
-		fields[name] = v.Field(i)
+		fields[name] = decodedField{v: v.Field(i), contractText: t.Field(i).Tag.Get("text") == "contract"}
 	}
 	return fields
+}
+
+// holdsNUL finds a string holding U+0000 in a decoded value (a string, a
+// pointer to one, or a slice of them) and returns its JSON pointer.
+func holdsNUL(v reflect.Value, ptr string) (string, bool) {
+	switch v.Kind() {
+	case reflect.String:
+		return ptr, strings.IndexByte(v.String(), 0) >= 0
+	case reflect.Pointer:
+		if !v.IsNil() {
+			return holdsNUL(v.Elem(), ptr)
+		}
+	case reflect.Slice:
+		if v.Type().Elem().Kind() == reflect.Uint8 { // json.RawMessage: JSON text, kept escaped
+			return "", false
+		}
+		for i := range v.Len() {
+			if at, ok := holdsNUL(v.Index(i), ptr+"/"+strconv.Itoa(i)); ok {
+				return at, true
+			}
+		}
+	}
+	return "", false
+}
+
+// errNUL refuses U+0000 in text gyre defines: PostgreSQL cannot keep it in
+// text, and no name, id or URL needs it, so every store answers alike.
+func errNUL(pointer string) *gyre.Error {
+	return gyre.Errorf(gyre.CodeInvalidBody, "%s must not contain U+0000", strings.TrimPrefix(pointer, "/")).AtPointer(pointer)
 }
 
 // jsonType names the JSON type a Go type decodes from.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strings"
 
 	"github.com/gyrehq/gyre"
 	"github.com/gyrehq/gyre/internal/store"
@@ -67,6 +68,14 @@ func (s *Server) classify(ctx context.Context, err error) *gyre.Error {
 		return ge
 	case errors.Is(err, store.ErrNotFound):
 		return gyre.Errorf(gyre.CodeNotFound, "not found")
+	case errors.Is(err, store.ErrNUL):
+		// The API refuses U+0000 in gyre's own fields before the store;
+		// this answers a field it did not check the same way.
+		var fe *store.FieldError
+		if errors.As(err, &fe) && strings.HasPrefix(fe.Pointer, "/") {
+			return errNUL(fe.Pointer)
+		}
+		return gyre.Errorf(gyre.CodeInvalidBody, "a text field must not contain U+0000")
 	case errors.Is(err, store.ErrInvalidCursor):
 		return gyre.Errorf(gyre.CodeInvalidQuery, "cursor must be a next_cursor value from a previous page of this list")
 	case errors.As(err, &tooLarge):

@@ -35,7 +35,7 @@ func (s *Server) experimentRoutes() {
 	s.handle("GET /api/v1/experiments/{id}/runs", experimentReader, s.listExperimentRuns)
 	s.handle("PUT /api/v1/experiments/{id}/runs/{case_id}/{repetition}", evaluatorOnly, s.putExperimentRun)
 	s.handle("POST /api/v1/experiments/{id}/finish", evaluatorOnly, s.finishExperiment)
-	s.handle("PUT /api/v1/blobs/{sha256}", access{roles: evaluatorOnly.roles, blobBody: true}, s.putBlob)
+	s.handle("PUT /api/v1/blobs/{sha256}", access{roles: evaluatorOnly.roles, blobBody: true, ownMediaType: true}, s.putBlob)
 }
 
 // maxHarnessLen bounds the harness name or URL of an experiment.
@@ -182,15 +182,15 @@ func (s *Server) listExperimentRuns(w http.ResponseWriter, r *http.Request) erro
 // runBody is the body of PUT …/runs/{case_id}/{repetition}: a run record
 // (eval.RunJSON without updated_at, which the server sets).
 type runBody struct {
-	RunID            *string         `json:"run_id"`
+	RunID            *string         `json:"run_id" text:"contract"`
 	CaseID           *string         `json:"case_id"`
 	Repetition       *int            `json:"repetition"`
 	Status           *string         `json:"status"`
 	Classification   *string         `json:"classification"`
 	TimedOut         bool            `json:"timed_out"`
-	Error            *string         `json:"error"`
-	Model            *string         `json:"model"`
-	Answer           *string         `json:"answer"`
+	Error            *string         `json:"error" text:"contract"`
+	Model            *string         `json:"model" text:"contract"`
+	Answer           *string         `json:"answer" text:"contract"`
 	Output           json.RawMessage `json:"output"`
 	Verdicts         json.RawMessage `json:"verdicts"`
 	Trajectory       json.RawMessage `json:"trajectory"`

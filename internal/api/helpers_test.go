@@ -184,6 +184,22 @@ type envOptions struct {
 	blobs    *blobBackend
 	rollouts *rollout.Config
 	limits   ratelimit.Config
+	// wrapRolloutStore, when set, wraps the store the rollout service uses.
+	wrapRolloutStore func(store.Store) store.Store
+	// claimWaiting is the rollout service's Deps.Waiting.
+	claimWaiting func()
+}
+
+// withClaimWaiting has the rollout service call f each time a claim
+// starts waiting (rollout.Deps.Waiting).
+func withClaimWaiting(f func()) envOption {
+	return func(o *envOptions) { o.claimWaiting = f }
+}
+
+// withRolloutStore makes the rollout service use wrap(the env's store),
+// e.g. to hold claims in the store.
+func withRolloutStore(wrap func(store.Store) store.Store) envOption {
+	return func(o *envOptions) { o.wrapRolloutStore = wrap }
 }
 
 // withLimits gives the server rate limits (SPEC §2) on the env's clock.
@@ -239,7 +255,11 @@ func newEnv(t *testing.T, eng engine, cfg Config, opts ...envOption) *env {
 		if rc.PublicURL == "" {
 			rc.PublicURL = "https://gyre.example.com/base/"
 		}
-		svc, err := rollout.New(rc, rollout.Deps{Store: e.st, Clock: clk, Logger: log})
+		rst := e.st
+		if o.wrapRolloutStore != nil {
+			rst = o.wrapRolloutStore(e.st)
+		}
+		svc, err := rollout.New(rc, rollout.Deps{Store: rst, Clock: clk, Logger: log, Waiting: o.claimWaiting})
 		if err != nil {
 			t.Fatal(err)
 		}

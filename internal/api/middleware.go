@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -14,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/gyrehq/gyre/internal/auth"
 	"github.com/gyrehq/gyre/internal/gateway"
 	"github.com/gyrehq/gyre/internal/telemetry"
 )
@@ -45,10 +47,11 @@ func infoFrom(ctx context.Context) *reqInfo {
 const routeUnmatched = "unmatched"
 
 // maxRequestIDLen bounds an incoming X-Request-Id that is kept as is.
-const maxRequestIDLen = 128
+const maxRequestIDLen = 64
 
-// requestID keeps a sane incoming X-Request-Id (1–128 printable ASCII
-// characters from a conservative set) and mints a UUIDv7 otherwise.
+// requestID keeps a safe incoming X-Request-Id (saneRequestID) and mints a
+// UUIDv7 otherwise. The id is echoed and logged, so a client must not be
+// able to put anything there a log reader could mistake or misuse.
 func requestID(r *http.Request) string {
 	if v := r.Header.Get("X-Request-Id"); saneRequestID(v) {
 		return v
@@ -60,21 +63,30 @@ func requestID(r *http.Request) string {
 	return id.String()
 }
 
+// saneRequestID reports whether s may be kept as a request id: 1–64
+// characters of A-Z a-z 0-9 . _ -, and not shaped like a secret gyre
+// issues — nothing containing the API key prefix (a client that pastes
+// its key there would have it logged) and no 43-character base64url
+// string, the shape of lease tokens, gateway tokens and gateway keys.
 func saneRequestID(s string) bool {
-	if len(s) == 0 || len(s) > maxRequestIDLen {
+	if len(s) == 0 || len(s) > maxRequestIDLen || len(s) == secretLen {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		switch {
 		case c >= 'A' && c <= 'Z', c >= 'a' && c <= 'z', c >= '0' && c <= '9':
-		case c == '-', c == '_', c == '.', c == ':', c == '/', c == '+', c == '=':
+		case c == '-', c == '_', c == '.':
 		default:
 			return false
 		}
 	}
-	return true
+	return !strings.Contains(strings.ToLower(s), auth.KeyPrefix)
 }
+
+// secretLen is the length of the rollout secrets gyre mints: 256 bits in
+// unpadded base64url.
+const secretLen = 43
 
 // statusWriter records the status and size of a response. It unwraps for
 // http.ResponseController, so flushes and deadlines reach the connection.

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -32,6 +33,73 @@ func pathUUID(r *http.Request, name string) (string, error) {
 		return "", errPathParam(name, "a UUID")
 	}
 	return u.String(), nil
+}
+
+// patternParams returns the names of the wildcards of a route pattern
+// ("POST /agents/{agent_id}/claim" → agent_id), for checkParams.
+func patternParams(pattern string) []string {
+	var names []string
+	for rest := pattern; ; {
+		_, after, ok := strings.Cut(rest, "{")
+		if !ok {
+			return names
+		}
+		name, tail, _ := strings.Cut(after, "}")
+		if name = strings.TrimSuffix(name, "..."); name != "" && name != "$" {
+			names = append(names, name)
+		}
+		rest = tail
+	}
+}
+
+// checkParams refuses, before any handler or store sees them, path
+// parameters (names, from patternParams) and a query string that are not
+// UTF-8 after percent-decoding or hold U+0000: every identifier gyre reads
+// is text, and a store must never be asked to compare or keep bytes that
+// PostgreSQL refuses with an error that would surface as a 500.
+func checkParams(r *http.Request, names []string) *gyre.Error {
+	for _, name := range names {
+		if v := r.PathValue(name); !utf8.ValidString(v) || strings.IndexByte(v, 0) >= 0 {
+			return gyre.Errorf(gyre.CodeInvalidPathParam, "path parameter %s is not valid UTF-8 after percent-decoding, or holds U+0000", name)
+		}
+	}
+	if r.URL.RawQuery == "" {
+		return nil
+	}
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return gyre.Errorf(gyre.CodeInvalidQuery, "the query string is malformed")
+	}
+	for name, vals := range q {
+		if !utf8.ValidString(name) || strings.IndexByte(name, 0) >= 0 {
+			return gyre.Errorf(gyre.CodeInvalidQuery, "a query parameter name is not valid UTF-8 after percent-decoding, or holds U+0000")
+		}
+		for _, v := range vals {
+			if !utf8.ValidString(v) || strings.IndexByte(v, 0) >= 0 {
+				return gyre.Errorf(gyre.CodeInvalidQuery, "query parameter %q is not valid UTF-8 after percent-decoding, or holds U+0000", name)
+			}
+		}
+	}
+	return nil
+}
+
+// maxIdempotencyKeyLen bounds an Idempotency-Key header, as Stripe does.
+const maxIdempotencyKeyLen = 255
+
+// idempotencyKey reads the Idempotency-Key header: "" when absent, else at
+// most 255 visible ASCII characters. Anything else (bytes that are not
+// UTF-8 included, which PostgreSQL would refuse to store) is 422.
+func idempotencyKey(r *http.Request) (string, error) {
+	k := r.Header.Get("Idempotency-Key")
+	if len(k) > maxIdempotencyKeyLen {
+		return "", gyre.Errorf(gyre.CodeInvalidBody, "Idempotency-Key must be at most %d characters", maxIdempotencyKeyLen)
+	}
+	for i := range len(k) {
+		if k[i] < 0x21 || k[i] > 0x7e {
+			return "", gyre.Errorf(gyre.CodeInvalidBody, "Idempotency-Key must be visible ASCII characters (no spaces)")
+		}
+	}
+	return k, nil
 }
 
 func errPathParam(name, want string) *gyre.Error {

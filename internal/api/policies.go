@@ -44,9 +44,14 @@ func (s *Server) gatewayRoute(pattern string, h http.HandlerFunc) {
 		route = r
 	}
 	s.patterns[pattern] = true
+	params := patternParams(route)
 	s.mux.Handle(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		info := infoFrom(r.Context())
 		info.route = route
+		if err := checkParams(r, params); err != nil {
+			gateway.WriteError(w, err.Status(), err.Code, err.Message)
+			return
+		}
 		if s.gateway == nil {
 			gateway.WriteError(w, http.StatusServiceUnavailable, "gateway_unavailable", "This server does not run the LLM gateway.")
 			return

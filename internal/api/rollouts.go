@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -25,6 +26,7 @@ func (s *Server) rolloutRoutes() {
 	s.handle("POST /rollouts/{rollout_id}/output", agentOnly, s.output)
 
 	s.handle("POST /api/v1/batches", adminOnly, s.createBatch)
+	s.handle("GET /api/v1/batches", reader, s.listBatches)
 	s.handle("GET /api/v1/batches/{id}", reader, s.getBatch)
 	s.handle("POST /api/v1/batches/{id}/cancel", adminOnly, s.cancelBatch)
 	s.handle("GET /api/v1/rollouts", reader, s.listRollouts)
@@ -96,9 +98,13 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
+	idem, err := idempotencyKey(r)
+	if err != nil {
+		return err
+	}
 	params := rollout.ClaimParams{
 		TenantID: p.TenantID, AgentID: agentID, KeyID: p.KeyID, Wait: wait,
-		LeaseSeconds: body.LeaseSeconds, IdempotencyKey: r.Header.Get("Idempotency-Key"),
+		LeaseSeconds: body.LeaseSeconds, IdempotencyKey: idem,
 	}
 	if body.MaxRollouts != nil {
 		if *body.MaxRollouts < 1 || *body.MaxRollouts > 64 {
@@ -112,10 +118,13 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) error {
 	if body.WorkerVersion != nil {
 		params.WorkerVersion = *body.WorkerVersion
 	}
-	if len(params.IdempotencyKey) > 255 {
-		return gyre.Errorf(gyre.CodeInvalidBody, "Idempotency-Key must be at most 255 characters")
-	}
 	res, err := svc.Claim(r.Context(), params)
+	if errors.Is(err, rollout.ErrClaimPending) {
+		// Not the client's fault, and a 4xx would stop gyre's worker:
+		// retrying with the same key returns the running claim's rollouts.
+		w.Header().Set("Retry-After", "1")
+		return gyre.Errorf(gyre.CodeUnavailable, "a claim with this Idempotency-Key is still running: retry with the same key")
+	}
 	if err != nil {
 		return err
 	}

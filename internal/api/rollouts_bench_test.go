@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -63,22 +64,31 @@ func benchClaim(b *testing.B, eng engine) {
 	}
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: claimBenchClaimers, MaxConnsPerHost: claimBenchClaimers}}
 	b.Cleanup(client.CloseIdleConnections)
-	do := func(method, path, key, body string, out any) {
-		req, _ := http.NewRequest(method, ts.URL+path, strings.NewReader(body))
+	// do returns its error rather than failing the benchmark: it runs on
+	// the claimers' goroutines, where b.Fatal must not be called.
+	do := func(method, path, key, body string, out any) error {
+		req, err := http.NewRequest(method, ts.URL+path, strings.NewReader(body))
+		if err != nil {
+			return err
+		}
 		req.Header.Set("Authorization", "Bearer "+key)
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := client.Do(req)
 		if err != nil {
-			b.Fatal(err)
+			return err
 		}
 		defer resp.Body.Close()
 		if resp.StatusCode >= 300 {
-			b.Fatalf("%s %s: %d", method, path, resp.StatusCode)
+			return fmt.Errorf("%s %s: %d", method, path, resp.StatusCode)
 		}
 		if out != nil {
-			if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-				b.Fatal(err)
-			}
+			return json.NewDecoder(resp.Body).Decode(out)
+		}
+		return nil
+	}
+	must := func(err error) {
+		if err != nil {
+			b.Fatal(err)
 		}
 	}
 	// Queue b.N rollouts: 100 tasks in groups.
@@ -87,23 +97,32 @@ func benchClaim(b *testing.B, eng engine) {
 	for i := range tasks {
 		cases = append(cases, fmt.Sprintf(`{"id":"c%d","input":{"question":"q%d"},"graders":[{"contains":"x"}]}`, i, i))
 	}
-	do(http.MethodPost, "/api/v1/suites", admin, `{"name":"bench","cases":[`+strings.Join(cases, ",")+`]}`, nil)
+	must(do(http.MethodPost, "/api/v1/suites", admin, `{"name":"bench","cases":[`+strings.Join(cases, ",")+`]}`, nil))
 	group := (b.N + tasks - 1) / tasks
 	for group > 0 {
 		g := min(group, 1024)
-		do(http.MethodPost, "/api/v1/batches", admin, fmt.Sprintf(`{"agent_id":"bench","suite":"bench","group_size":%d}`, g), nil)
+		must(do(http.MethodPost, "/api/v1/batches", admin, fmt.Sprintf(`{"agent_id":"bench","suite":"bench","group_size":%d}`, g), nil))
 		group -= g
 	}
 
-	var claimed atomic.Int64
-	var wg sync.WaitGroup
+	var (
+		claimed atomic.Int64
+		wg      sync.WaitGroup
+		errMu   sync.Mutex
+		errs    []error
+	)
 	b.ResetTimer()
 	start := time.Now()
 	for range claimBenchClaimers {
 		wg.Go(func() {
 			for claimed.Load() < int64(b.N) {
 				var c flywheel.ClaimResponse
-				do(http.MethodPost, "/agents/bench/claim", agent, `{"max_rollouts":1}`, &c)
+				if err := do(http.MethodPost, "/agents/bench/claim", agent, `{"max_rollouts":1}`, &c); err != nil {
+					errMu.Lock()
+					errs = append(errs, err)
+					errMu.Unlock()
+					return
+				}
 				if len(c.Rollouts) == 0 {
 					return
 				}
@@ -114,5 +133,8 @@ func benchClaim(b *testing.B, eng engine) {
 	wg.Wait()
 	elapsed := time.Since(start)
 	b.StopTimer()
+	if err := errors.Join(errs...); err != nil {
+		b.Fatalf("%d of %d claimers failed: %v", len(errs), claimBenchClaimers, err)
+	}
 	b.ReportMetric(float64(claimed.Load())/elapsed.Seconds(), "claims/s")
 }

@@ -159,33 +159,44 @@ func TestClaim_AgentIDPathParam(t *testing.T) {
 	e.claimAs(reader, "agent-1", "", "").wantError(t, http.StatusForbidden, gyre.CodeForbidden, "")
 }
 
+// A long-poll that found no work answers as soon as work arrives, and a
+// shutting-down server ends it with an empty claim. The rollout service
+// signals when the poll is waiting, so the work provably arrives while
+// the claim is pending, not before it started.
 func TestClaim_LongPollAnswersWhenWorkArrives(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, sqliteEngine, Config{}, withFakeClock(rolloutStart), withRollouts(rollout.Config{}))
+	waiting := make(chan struct{}, 1)
+	e := newEnv(t, sqliteEngine, Config{}, withFakeClock(rolloutStart), withRollouts(rollout.Config{}),
+		withClaimWaiting(func() {
+			select {
+			case waiting <- struct{}{}:
+			default:
+			}
+		}))
 	tasks := e.tasks(1)
 	done := make(chan claimResp, 1)
 	go func() { done <- e.claimAs(e.agent, "agent-1", "?wait_ms=30000", "") }()
-	time.Sleep(100 * time.Millisecond) // let the poll start waiting
-	_, ids := e.batch(tasks, "")
+	<-waiting // the claim found no work and waits for it
 	select {
 	case c := <-done:
-		if len(c.claim.Rollouts) != 1 || c.claim.Rollouts[0].RolloutID != ids[0] {
-			t.Fatalf("long-poll answered %s, want the new rollout", c.body)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("the long-poll did not answer when work arrived")
+		t.Fatalf("the long-poll answered before work arrived: %d %s", c.status, c.body)
+	default:
+	}
+	_, ids := e.batch(tasks, "")
+	c := <-done
+	if c.status != http.StatusOK || len(c.claim.Rollouts) != 1 || c.claim.Rollouts[0].RolloutID != ids[0] {
+		t.Fatalf("long-poll answered %d %s, want the new rollout", c.status, c.body)
 	}
 	// A shutting-down server ends long-polls with an empty claim.
+	select { // drop a signal of a recheck of the first poll, which has ended
+	case <-waiting:
+	default:
+	}
 	go func() { done <- e.claimAs(e.agent, "agent-1", "?wait_ms=30000", "") }()
-	time.Sleep(100 * time.Millisecond)
+	<-waiting
 	e.svc.Close()
-	select {
-	case c := <-done:
-		if c.status != http.StatusOK || len(c.claim.Rollouts) != 0 {
-			t.Fatalf("long-poll at shutdown: %d %s", c.status, c.body)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("Close did not end the long-poll")
+	if c := <-done; c.status != http.StatusOK || len(c.claim.Rollouts) != 0 {
+		t.Fatalf("long-poll at shutdown: %d %s", c.status, c.body)
 	}
 }
 

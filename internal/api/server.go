@@ -284,6 +284,10 @@ type access struct {
 	// blobBody gives the route the blob limit (Config.MaxBlobBytes)
 	// instead of the body limit: it streams into the blob store.
 	blobBody bool
+	// ownMediaType lets the handler take bodies that are not JSON (raw
+	// bytes, YAML) and check their Content-Type itself. Every other route
+	// answers a body declared as anything but JSON with 415.
+	ownMediaType bool
 }
 
 var (
@@ -306,6 +310,7 @@ func (s *Server) handle(pattern string, a access, h handlerFunc) {
 	}
 	s.patterns[pattern] = true
 	surface := surfaceOf(pattern)
+	params := patternParams(route)
 
 	var next http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if a.roles != nil {
@@ -335,6 +340,16 @@ func (s *Server) handle(pattern string, a access, h handlerFunc) {
 		info := infoFrom(r.Context())
 		info.route = route
 		info.public = a.quiet
+		if err := checkParams(r, params); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		if !a.ownMediaType {
+			if err := requireJSONBody(r); err != nil {
+				s.writeError(w, r, err)
+				return
+			}
+		}
 		limit := s.cfg.MaxBodyBytes
 		if a.blobBody {
 			limit = s.cfg.MaxBlobBytes

@@ -40,7 +40,8 @@ type NewExperimentJSON struct {
 
 // FinishJSON is the body of POST /api/v1/experiments/{id}/finish.
 type FinishJSON struct {
-	Model   *string         `json:"model"`
+	// Model is the harness's (text:"contract": it may hold any character).
+	Model   *string         `json:"model" text:"contract"`
 	Summary json.RawMessage `json:"summary"`
 }
 

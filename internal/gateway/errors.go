@@ -111,6 +111,11 @@ var (
 		Message: "The gateway cannot record more calls right now; try again shortly."}
 )
 
+// errLimitsUnreadable refuses a request whose batch limits cannot be read:
+// the gateway never runs a rollout without the budget its batch set.
+var errLimitsUnreadable = &apiError{Status: http.StatusInternalServerError, Code: CodeInternal,
+	Message: "This rollout's batch limits cannot be read, so the gateway refuses the request rather than run it without a budget."}
+
 func errBudget(what string) *apiError {
 	return &apiError{Status: http.StatusTooManyRequests, Code: CodeBudgetExhausted,
 		Message: "This rollout's budget is exhausted: " + what + "."}

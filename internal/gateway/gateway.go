@@ -135,6 +135,7 @@ const (
 	ReasonBodyTooLarge        = "body_too_large"
 	ReasonNoPolicy            = "no_policy"
 	ReasonBudgetExhausted     = "rollout_budget_exhausted"
+	ReasonLimitsUnreadable    = "limits_unreadable"
 )
 
 // tokenLen is the length of a gateway token: 256 bits in base64url.
@@ -260,8 +261,8 @@ func (g *Gateway) ServeChat(w http.ResponseWriter, r *http.Request, token string
 		return
 	}
 	if len(a.Limits) > 0 {
-		if aerr := g.checkBudget(c.ctx, a, inflight); aerr != nil {
-			c.reject(aerr, ReasonBudgetExhausted)
+		if aerr, reason := g.checkBudget(c.ctx, a, inflight); aerr != nil {
+			c.reject(aerr, reason)
 			return
 		}
 	}
@@ -413,22 +414,31 @@ func (g *Gateway) policyFor(ctx context.Context, tenantID string, names ...*stri
 	return &pol, up, nil
 }
 
-// batchLimits are a batch's gateway limits (SPEC §6.1).
-type batchLimits struct {
-	MaxCompletions        *int64   `json:"max_completions"`
-	MaxTotalTokens        *int64   `json:"max_total_tokens"`
-	MaxCostUSD            *float64 `json:"max_cost_usd"`
-	MaxConcurrentRequests *int64   `json:"max_concurrent_requests"`
-}
+// DefaultPolicy is the policy a rollout uses when neither its batch nor
+// its agent's promotion names one; "" when the server has none.
+func (g *Gateway) DefaultPolicy() string { return g.cfg.DefaultPolicy }
 
 // checkBudget refuses a request past one of the batch's limits: usage is
 // what the rollout's recorded calls spent (durable records, and this
 // replica's waiting ones), concurrency what this replica has in flight.
-func (g *Gateway) checkBudget(ctx context.Context, a store.GatewayAccess, inflight int) *apiError {
-	var l batchLimits
-	if err := json.Unmarshal(a.Limits, &l); err != nil {
-		return nil // batch limits are validated when the batch is created
+//
+// Limits that cannot be read fail closed: the request is refused with a
+// server error rather than run without a budget.
+func (g *Gateway) checkBudget(ctx context.Context, a store.GatewayAccess, inflight int) (*apiError, string) {
+	l, err := gyre.DecodeLimits(a.Limits)
+	if err != nil {
+		g.log.LogAttrs(ctx, slog.LevelError, "batch limits unreadable", slog.String("rollout_id", a.RolloutID),
+			slog.String("batch_id", a.BatchID), slog.Any("error", err))
+		return errLimitsUnreadable, ReasonLimitsUnreadable
 	}
+	if aerr := g.overBudget(ctx, a, l, inflight); aerr != nil {
+		return aerr, ReasonBudgetExhausted
+	}
+	return nil, ""
+}
+
+// overBudget refuses a request past one of the limits l.
+func (g *Gateway) overBudget(ctx context.Context, a store.GatewayAccess, l gyre.Limits, inflight int) *apiError {
 	if l.MaxConcurrentRequests != nil && int64(inflight) > *l.MaxConcurrentRequests {
 		return errBudget(fmt.Sprintf("max_concurrent_requests is %d", *l.MaxConcurrentRequests))
 	}

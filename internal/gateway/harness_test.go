@@ -289,6 +289,8 @@ type harnessOpts struct {
 	plainServer bool
 	// wrapListener, if set, wraps the server's connections first.
 	wrapListener func(net.Listener) net.Listener
+	// gatewayStore, if set, wraps the store the gateway reads.
+	gatewayStore func(gateway.Store) gateway.Store
 }
 
 var start = time.Date(2031, 6, 1, 12, 0, 0, 0, time.UTC)
@@ -337,7 +339,11 @@ func newHarness(t *testing.T, eng engine, o harnessOpts) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.gw, err = gateway.New(cfg, gateway.Deps{Store: h.st, Blobs: h.blobs, Clock: clk, Logger: log, Registerer: h.metrics.Registry, Limiter: limiter, Tracing: tracing})
+	var gst gateway.Store = h.st
+	if o.gatewayStore != nil {
+		gst = o.gatewayStore(h.st)
+	}
+	h.gw, err = gateway.New(cfg, gateway.Deps{Store: gst, Blobs: h.blobs, Clock: clk, Logger: log, Registerer: h.metrics.Registry, Limiter: limiter, Tracing: tracing})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -101,6 +101,10 @@ type rolloutState struct {
 	countedDurable bool
 	inflight       int
 	lastUsed       time.Time
+	// early holds the ids of records makeCountDurable wrote before their
+	// flush: they are durable already, so pendingUsage leaves them out
+	// rather than count them twice against the batch's limits.
+	early map[string]bool
 }
 
 // pendingRecord is a finished call waiting for its flush.
@@ -401,7 +405,14 @@ func (r *Recorder) makeCountDurable(ctx context.Context, provisional store.Gatew
 		return err
 	}
 	r.mu.Lock()
-	r.state(rolloutID).countedDurable = true
+	st := r.state(rolloutID)
+	st.countedDurable = true
+	if st.early == nil {
+		st.early = map[string]bool{}
+	}
+	for _, rec := range recs {
+		st.early[rec.ID] = true
+	}
 	r.mu.Unlock()
 	return nil
 }
@@ -411,9 +422,13 @@ func (r *Recorder) pendingUsage(rolloutID string) store.GatewayUsage {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var u store.GatewayUsage
+	var early map[string]bool
+	if st, ok := r.rollouts[rolloutID]; ok {
+		early = st.early
+	}
 	for _, list := range [][]*pendingRecord{r.inTransit, r.pending} {
 		for _, p := range list {
-			if p.rec.RolloutID == nil || *p.rec.RolloutID != rolloutID {
+			if p.rec.RolloutID == nil || *p.rec.RolloutID != rolloutID || early[p.rec.ID] {
 				continue
 			}
 			u.Calls++
@@ -513,10 +528,14 @@ func (r *Recorder) Flush(ctx context.Context) error {
 			r.pending = append(retry, r.pending...)
 		}
 		for _, p := range write {
-			if p.rec.RolloutID != nil && p.rec.Counted {
-				if st, ok := r.rollouts[*p.rec.RolloutID]; ok {
+			if p.rec.RolloutID == nil {
+				continue
+			}
+			if st, ok := r.rollouts[*p.rec.RolloutID]; ok {
+				if p.rec.Counted {
 					st.countedDurable = true
 				}
+				delete(st.early, p.rec.ID)
 			}
 		}
 	}

@@ -47,8 +47,19 @@ type Claimed struct {
 
 // Claim leases up to MaxRollouts queued rollouts, long-polling up to Wait
 // when there are none, and always answers a ClaimResponse: an empty one
-// carries the agent's backoff in poll_after_ms.
+// carries the agent's backoff in poll_after_ms. Claims sharing an
+// IdempotencyKey lease once: while one runs, the others wait for its
+// answer and return it (ErrClaimPending past its wait plus
+// Config.SameKeySlack).
 func (s *Service) Claim(ctx context.Context, p ClaimParams) (Claimed, error) {
+	if p.IdempotencyKey == "" {
+		return s.claim(ctx, p)
+	}
+	key := p.TenantID + "\x00" + p.AgentID + "\x00" + p.IdempotencyKey
+	return s.sameKey.do(ctx, key, min(p.Wait, s.cfg.MaxWait), func() (Claimed, error) { return s.claim(ctx, p) })
+}
+
+func (s *Service) claim(ctx context.Context, p ClaimParams) (Claimed, error) {
 	if p.MaxRollouts == 0 {
 		p.MaxRollouts = 1
 	}
@@ -74,6 +85,7 @@ func (s *Service) Claim(ctx context.Context, p ClaimParams) (Claimed, error) {
 			return out, err
 		}
 		recheck := time.NewTimer(s.cfg.RecheckEvery)
+		s.waiting()
 		select {
 		case <-woken:
 		case <-recheck.C:

@@ -193,6 +193,7 @@ func (g *Grader) GradeRollout(ctx context.Context, rolloutID string) error {
 	_, reasons := grade.TrainingGrade(trainingFacts(r, out, set.Verdicts, set.Flags(), in.Completions, in.Recorded >= in.Completions))
 	if err := g.store.SaveGrade(ctx, store.GradeResult{
 		RolloutID: rolloutID, Verdicts: verdicts, GraderVersions: versions, Reasons: reasons,
+		Outcome: string(set.Classify()), Reward: set.Reward(),
 	}); err != nil {
 		return err
 	}

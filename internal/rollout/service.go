@@ -37,6 +37,10 @@ type Config struct {
 	// LongPollsPerKey caps concurrent long-polls per API key (default 64);
 	// past it a claim answers at once.
 	LongPollsPerKey int
+	// SameKeySlack is how much longer than a running claim's long-poll a
+	// claim with the same Idempotency-Key waits for its answer before it
+	// answers ErrClaimPending (default 5 s).
+	SameKeySlack time.Duration
 	// RecheckEvery is how often a long-poll looks for work other replicas
 	// queued (default 1 s); work queued on this replica wakes it at once.
 	RecheckEvery time.Duration
@@ -67,6 +71,7 @@ func (c Config) WithDefaults() Config {
 	def(&c.PollMax, 10*time.Second)
 	def(&c.MaxWait, 30*time.Second)
 	def(&c.RecheckEvery, time.Second)
+	def(&c.SameKeySlack, 5*time.Second)
 	def(&c.SweepEvery, 2*time.Second)
 	def(&c.GradeEvery, 500*time.Millisecond)
 	def(&c.GradeLease, 60*time.Second)
@@ -94,7 +99,7 @@ func (c Config) Validate() error {
 		return errors.New("rollout: the default lease must lie within the lease bounds")
 	case c.PollMin <= 0 || c.PollMax < c.PollMin:
 		return errors.New("rollout: poll bounds must satisfy 0 < min ≤ max")
-	case c.Grace < 0 || c.MaxWait < 0 || c.SweepEvery <= 0 || c.GradeEvery <= 0 || c.GradeLease <= 0 || c.RecheckEvery <= 0:
+	case c.Grace < 0 || c.MaxWait < 0 || c.SweepEvery <= 0 || c.GradeEvery <= 0 || c.GradeLease <= 0 || c.RecheckEvery <= 0 || c.SameKeySlack <= 0:
 		return errors.New("rollout: durations must be positive")
 	}
 	return nil
@@ -110,6 +115,8 @@ type Service struct {
 	backoff *backoff
 	wake    *wakeups
 	polls   *pollLimiter
+	waiting func() // Deps.Waiting, never nil
+	sameKey *sameKeyClaims
 	grader  *Grader
 	closing chan struct{}
 }
@@ -122,6 +129,11 @@ type Deps struct {
 	// Grader grades accepted outputs; nil builds one with no judge and no
 	// command graders allowed.
 	Grader *Grader
+	// Waiting, when set, is called each time a claim starts waiting: a
+	// long-poll that found no work, or a claim waiting for the running
+	// claim with its Idempotency-Key. It must not block. Tests use it to
+	// know a claim is pending before they change what it waits for.
+	Waiting func()
 }
 
 // New returns a Service. Start its watchdog and grader with Run.
@@ -148,8 +160,14 @@ func New(cfg Config, d Deps) (*Service, error) {
 		backoff: newBackoff(cfg.PollMin, cfg.PollMax),
 		wake:    newWakeups(),
 		polls:   newPollLimiter(cfg.LongPollsPerKey),
+		waiting: func() {},
+		sameKey: newSameKeyClaims(cfg.SameKeySlack),
 		closing: make(chan struct{}),
 	}
+	if d.Waiting != nil {
+		s.waiting = d.Waiting
+	}
+	s.sameKey.waiting = s.waiting
 	s.grader = d.Grader
 	if s.grader == nil {
 		s.grader = NewGrader(d.Store, GraderDeps{Logger: d.Logger})

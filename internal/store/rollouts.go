@@ -25,6 +25,8 @@ var (
 	ErrAlreadyStarted = errors.New("rollout already started")
 	// ErrPolicyNotFound: a batch names a policy the tenant does not have.
 	ErrPolicyNotFound = errors.New("policy not found")
+	// ErrIdempotencyKeyReused: an Idempotency-Key seen with another body.
+	ErrIdempotencyKeyReused = errors.New("idempotency key reused with another body")
 )
 
 // FieldError is a store refusal caused by one field of the caller's
@@ -66,21 +68,57 @@ type NewBatch struct {
 	RetryOn     []string
 	Limits      json.RawMessage
 	// IdempotencyKey, when set, returns the batch created under the same
-	// key in the last 24 hours instead of creating another.
+	// key in the last 24 hours instead of creating another. RequestSHA256
+	// is the hash of the request's canonical body: the same key with
+	// another hash is ErrIdempotencyKeyReused.
 	IdempotencyKey string
+	RequestSHA256  string
 }
 
-// BatchSummary is a batch with its progress.
+// BatchSummary is a batch with its progress and results, all computed by
+// the database.
 type BatchSummary struct {
 	Batch
+	// State is running, finished or cancelled (gyre.BatchState).
+	State gyre.BatchState
 	// Counts has one entry per rollout state with at least one rollout.
 	Counts map[gyre.RolloutState]int
-	// Groups is the number of task groups; GroupsComplete those whose
-	// current rollouts have all reached a final state.
-	Groups         int
-	GroupsComplete int
+	// Groups is the number of task groups. A group whose rollouts have
+	// all reached a final state (graded or ended by the server) is
+	// cancelled when one of them was cancelled, else complete.
+	Groups          int
+	GroupsComplete  int
+	GroupsCancelled int
+	// Passed, Failed and Unscored count graded rollouts without an
+	// exclusion by the outcome of their current verdict set (Unscored:
+	// every deciding grader abstained); Excluded counts graded rollouts
+	// whose output carries an exclusion.
+	Passed   int
+	Failed   int
+	Unscored int
+	Excluded int
+	// MeanReward is the mean reward (SPEC §9) of graded rollouts without
+	// an exclusion that have one, over RewardN rollouts; nil when none.
+	MeanReward *float64
+	RewardN    int
+	// Finished counts the batch's finished rollouts: those that were not
+	// replaced (by a retry or a release's re-queue) and ended graded with
+	// their training grade decided, abandoned or deadline_exceeded.
+	// Released, cancelled, retried and still-pending rollouts are not
+	// finished.
+	Finished int
 	// TrainingGrade counts rollouts decided training grade.
 	TrainingGrade int
+	// NotTrainingGrade counts, over the finished rollouts that are not
+	// training grade, each reason they list; a rollout the server ended
+	// counts under "state:<name>".
+	NotTrainingGrade map[string]int
+}
+
+// BatchFilter narrows ListBatches; empty fields match everything.
+type BatchFilter struct {
+	AgentID string
+	State   gyre.BatchState
 }
 
 // Rollout is one attempt at one task by one agent: the attribution unit.
@@ -250,6 +288,11 @@ type GradeResult struct {
 	ReconciliationReason *string
 	TrainingGrade        bool
 	Reasons              []string
+	// Outcome is the verdict set's classification (passed, failed or
+	// unscored) and Reward its reward (nil when none): the batch results
+	// aggregate them.
+	Outcome string
+	Reward  *float64
 }
 
 // RolloutFilter narrows ListRollouts; empty fields match everything.
@@ -288,8 +331,10 @@ type RolloutStore interface {
 	// IdempotencyKey seen in the last 24 h it returns that batch and
 	// existed = true.
 	CreateBatch(ctx context.Context, b NewBatch) (batch Batch, rolloutIDs []string, existed bool, err error)
-	// BatchSummary returns a batch with its progress.
+	// BatchSummary returns a batch with its progress and results.
 	BatchSummary(ctx context.Context, tenantID, batchID string) (BatchSummary, error)
+	// ListBatches lists the tenant's batch summaries, newest first.
+	ListBatches(ctx context.Context, tenantID string, f BatchFilter, p Page) ([]BatchSummary, string, error)
 	// CancelBatch cancels the batch's queued and leased rollouts and
 	// revokes their gateway tokens; it returns how many it cancelled.
 	CancelBatch(ctx context.Context, tenantID, batchID string) (int, error)

@@ -25,6 +25,12 @@ var (
 	// ErrInvalidCursor: a Page.Cursor that this store did not issue for
 	// this list (the API answers 400 invalid_query).
 	ErrInvalidCursor = errors.New("invalid cursor")
+	// ErrNUL: a text field gyre defines (a name, a worker id, a harness
+	// URL, …) holds U+0000, which PostgreSQL cannot keep in text; every
+	// engine refuses it alike, wrapped in a *FieldError naming the field.
+	// Text a contract defines (turns, outputs, suite documents, a
+	// harness's answer, model, run id and error) is stored losslessly.
+	ErrNUL = errors.New("text holds U+0000")
 )
 
 // Page asks for one page of a list. Limit is clamped by the caller's API

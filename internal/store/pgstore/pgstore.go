@@ -84,6 +84,7 @@ func Dialect() sqlstore.Dialect {
 		// behind a vacuum holding the table's lock, or on a slow sample.
 		AnalyzeRollouts: []string{`SET LOCAL lock_timeout = '200ms'`, `SET LOCAL statement_timeout = '5s'`,
 			`ANALYZE rollouts`},
+		JSONArrayText:     `jsonb_array_elements_text(CAST(%s AS jsonb)) AS j(value)`,
 		IsUniqueViolation: hasCode(codeUniqueViolation),
 		IsRetryable:       hasCode(codeSerializationFailure, codeDeadlockDetected),
 	}

@@ -96,6 +96,7 @@ func Dialect() sqlstore.Dialect {
 		Migrations: sub,
 		VersionTableExists: `SELECT EXISTS (SELECT 1 FROM sqlite_master
 			WHERE type = 'table' AND name = 'goose_db_version')`,
+		JSONArrayText:     `json_each(%s) AS j`,
 		IsUniqueViolation: isUniqueViolation,
 		// One writer connection: concurrent writes share commits.
 		GroupCommit:    true,

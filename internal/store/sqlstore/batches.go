@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/gyrehq/gyre"
 	"github.com/gyrehq/gyre/internal/store"
 )
 
@@ -25,6 +24,9 @@ const (
 func (s *Store) CreateBatch(ctx context.Context, nb store.NewBatch) (store.Batch, []string, bool, error) {
 	if nb.GroupSize < 1 || nb.MaxAttempts < 1 || nb.DeadlineS <= 0 || len(nb.TaskIDs) == 0 {
 		return store.Batch{}, nil, false, errors.New("create batch: group size, attempts, deadline and tasks must be positive")
+	}
+	if err := refuseNUL("/agent_id", nb.AgentID, "/policy", derefOr(nb.Policy), "Idempotency-Key", nb.IdempotencyKey); err != nil {
+		return store.Batch{}, nil, false, fmt.Errorf("create batch: %w", err)
 	}
 	retryOn, err := json.Marshal(nonNil(nb.RetryOn))
 	if err != nil {
@@ -51,6 +53,16 @@ func (s *Store) CreateBatch(ctx context.Context, nb store.NewBatch) (store.Batch
 				return err
 			}
 			if ok {
+				var prevHash sql.NullString
+				if err := tx.QueryRowContext(ctx, `SELECT request_sha256 FROM idempotency_keys
+					WHERE tenant_id = $1 AND scope = $2 AND key = $3`, nb.TenantID, scopeBatch, nb.IdempotencyKey).Scan(&prevHash); err != nil {
+					return fmt.Errorf("read idempotency key: %w", err)
+				}
+				// A key remembered without a hash (before hashes were kept)
+				// matches any body.
+				if prevHash.Valid && nb.RequestSHA256 != "" && prevHash.String != nb.RequestSHA256 {
+					return store.ErrIdempotencyKeyReused
+				}
 				var batchID string
 				if err := json.Unmarshal(prior, &batchID); err != nil {
 					return fmt.Errorf("read idempotent batch: %w", err)
@@ -118,6 +130,14 @@ func (s *Store) CreateBatch(ctx context.Context, nb store.NewBatch) (store.Batch
 		if nb.IdempotencyKey != "" {
 			if err := s.remember(ctx, tx, nb.TenantID, scopeBatch, nb.IdempotencyKey, batchID, now); err != nil {
 				return err
+			}
+			var hash any
+			if nb.RequestSHA256 != "" {
+				hash = nb.RequestSHA256
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE idempotency_keys SET request_sha256 = $4
+				WHERE tenant_id = $1 AND scope = $2 AND key = $3`, nb.TenantID, scopeBatch, nb.IdempotencyKey, hash); err != nil {
+				return fmt.Errorf("remember idempotency key: %w", err)
 			}
 		}
 		batch, err = s.batch(ctx, tx, nb.TenantID, batchID)
@@ -212,6 +232,15 @@ func (s *Store) remember(ctx context.Context, tx *sql.Tx, tenantID, scope, key s
 const batchCols = `id, tenant_id, agent_id, policy, group_size, deadline_s, max_attempts, retry_on, limits, task_ids, created_us, cancelled_us`
 
 func (s *Store) batch(ctx context.Context, q querier, tenantID, id string) (store.Batch, error) {
+	b, err := scanBatch(q.QueryRowContext(ctx, `SELECT `+batchCols+` FROM batches WHERE tenant_id = $1 AND id = $2`, tenantID, id))
+	if err != nil {
+		return store.Batch{}, notFound("batch", err)
+	}
+	return b, nil
+}
+
+// scanBatch reads one row of batchCols.
+func scanBatch(row interface{ Scan(...any) error }) (store.Batch, error) {
 	var (
 		b                store.Batch
 		retryOn, taskIDs string
@@ -219,11 +248,9 @@ func (s *Store) batch(ctx context.Context, q querier, tenantID, id string) (stor
 		created          int64
 		cancelled        sql.NullInt64
 	)
-	err := q.QueryRowContext(ctx, `SELECT `+batchCols+` FROM batches WHERE tenant_id = $1 AND id = $2`, tenantID, id).Scan(
-		&b.ID, &b.TenantID, &b.AgentID, &b.Policy, &b.GroupSize, &b.DeadlineS, &b.MaxAttempts,
-		&retryOn, &limits, &taskIDs, &created, &cancelled)
-	if err != nil {
-		return store.Batch{}, notFound("batch", err)
+	if err := row.Scan(&b.ID, &b.TenantID, &b.AgentID, &b.Policy, &b.GroupSize, &b.DeadlineS, &b.MaxAttempts,
+		&retryOn, &limits, &taskIDs, &created, &cancelled); err != nil {
+		return store.Batch{}, err
 	}
 	if err := json.Unmarshal([]byte(retryOn), &b.RetryOn); err != nil {
 		return store.Batch{}, fmt.Errorf("batch retry_on: %w", err)
@@ -255,47 +282,6 @@ func (s *Store) batchRolloutIDs(ctx context.Context, q querier, batchID string) 
 		ids = append(ids, id)
 	}
 	return ids, rows.Err()
-}
-
-// BatchSummary returns a batch with its rollouts counted by state.
-func (s *Store) BatchSummary(ctx context.Context, tenantID, batchID string) (store.BatchSummary, error) {
-	b, err := s.batch(ctx, s.reader, tenantID, batchID)
-	if err != nil {
-		return store.BatchSummary{}, fmt.Errorf("batch summary: %w", err)
-	}
-	sum := store.BatchSummary{Batch: b, Counts: map[gyre.RolloutState]int{}}
-	rows, err := s.reader.QueryContext(ctx, `SELECT group_id, state, training_grade FROM rollouts WHERE batch_id = $1`, batchID)
-	if err != nil {
-		return store.BatchSummary{}, fmt.Errorf("batch summary: %w", err)
-	}
-	defer rows.Close()
-	open := map[string]bool{} // group id → has a rollout not yet final
-	for rows.Next() {
-		var (
-			group string
-			state gyre.RolloutState
-			grade sql.NullBool
-		)
-		if err := rows.Scan(&group, &state, &grade); err != nil {
-			return store.BatchSummary{}, fmt.Errorf("batch summary: %w", err)
-		}
-		sum.Counts[state]++
-		if grade.Valid && grade.Bool {
-			sum.TrainingGrade++
-		}
-		final := state == gyre.StateGraded || state.ServerEnded()
-		open[group] = open[group] || !final
-	}
-	if err := rows.Err(); err != nil {
-		return store.BatchSummary{}, fmt.Errorf("batch summary: %w", err)
-	}
-	sum.Groups = len(open)
-	for _, o := range open {
-		if !o {
-			sum.GroupsComplete++
-		}
-	}
-	return sum, nil
 }
 
 // CancelBatch cancels the batch's queued and leased rollouts.

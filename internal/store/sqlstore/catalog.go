@@ -3,7 +3,6 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
-	"encoding/base64"
 	"fmt"
 	"strconv"
 	"strings"
@@ -59,23 +58,15 @@ func (s *Store) lockName(ctx context.Context, tx *sql.Tx, kind, tenantID, name s
 	return s.lockTx(ctx, tx, "catalog\x00"+kind+"\x00"+tenantID+"\x00"+name)
 }
 
-// Name cursors page lists ordered by name: base64url of "<kind>:<name>".
-func encodeNameCursor(kind, name string) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(kind + ":" + name))
-}
-
-// decodeNameCursor returns the name a cursor of the given kind carries, ""
-// for an empty cursor, or an error wrapping store.ErrInvalidCursor.
-func decodeNameCursor(kind, cursor string) (string, error) {
-	if cursor == "" {
-		return "", nil
+// decodeNameCursor reads the position of a list ordered by catalog name
+// (kind "fixture" or "suite"), "" for the first page, or an error wrapping
+// store.ErrInvalidCursor.
+func decodeNameCursor(cur cursorScope, kind, cursor string) (string, error) {
+	name, err := cur.decode(cursor)
+	if err != nil || name == "" {
+		return name, err
 	}
-	raw, err := base64.RawURLEncoding.DecodeString(cursor)
-	if err != nil {
-		return "", fmt.Errorf("decode cursor: %w", store.ErrInvalidCursor)
-	}
-	k, name, ok := strings.Cut(string(raw), ":")
-	if !ok || k != kind || checkCatalogName(kind, name) != nil {
+	if checkCatalogName(kind, name) != nil {
 		return "", fmt.Errorf("cursor is not a %s cursor: %w", kind, store.ErrInvalidCursor)
 	}
 	return name, nil

@@ -56,6 +56,10 @@ type Dialect struct {
 	// cancellable context database/sql and the driver each start a
 	// goroutine per query to watch it, which costs more than the read.
 	InProcessReads bool
+	// JSONArrayText is a FROM item, with %s standing for a TEXT column
+	// holding a JSON array of strings, that yields one row per element
+	// with the element's text in column j.value.
+	JSONArrayText string
 	// IsUniqueViolation reports whether err is a unique-constraint violation.
 	IsUniqueViolation func(err error) bool
 	// IsRetryable reports whether a write transaction failed only because

@@ -3,7 +3,6 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +17,9 @@ const experimentColumns = `id, suite_name, suite_version, harness, capabilities,
 
 // CreateExperiment stores a new experiment with a fresh UUIDv7 id.
 func (s *Store) CreateExperiment(ctx context.Context, e store.NewExperiment) (store.Experiment, error) {
+	if err := refuseNUL("/suite", e.Suite, "/suite_version", e.SuiteVersion, "/harness", e.Harness); err != nil {
+		return store.Experiment{}, fmt.Errorf("create experiment: %w", err)
+	}
 	switch {
 	case e.Suite == "":
 		return store.Experiment{}, errors.New("create experiment: empty suite name")
@@ -70,7 +72,8 @@ func (s *Store) Experiment(ctx context.Context, tenantID, id string) (store.Expe
 
 // ListExperiments lists the tenant's experiments, newest first.
 func (s *Store) ListExperiments(ctx context.Context, tenantID string, p store.Page) ([]store.Experiment, string, error) {
-	after, err := decodeCursor("experiment", p.Cursor)
+	cur := listCursor(tenantID, "experiments")
+	after, err := cur.decodeID(p.Cursor)
 	if err != nil {
 		return nil, "", fmt.Errorf("list experiments: %w", err)
 	}
@@ -101,7 +104,7 @@ func (s *Store) ListExperiments(ctx context.Context, tenantID string, p store.Pa
 	var next string
 	if len(out) > n {
 		out = out[:n]
-		next = encodeCursor("experiment", out[n-1].ID)
+		next = cur.encode(out[n-1].ID)
 	}
 	return out, next, nil
 }
@@ -117,7 +120,7 @@ func (s *Store) FinishExperiment(ctx context.Context, f store.ExperimentFinish) 
 		now := s.now()
 		res, err := tx.ExecContext(ctx,
 			`UPDATE experiments SET model = $3, summary = $4, finished_us = $5 WHERE tenant_id = $1 AND id = $2`,
-			f.TenantID, f.ID, nullString(f.Model), string(f.Summary), now)
+			f.TenantID, f.ID, jsonText(f.Model), string(f.Summary), now)
 		if err != nil {
 			return err
 		}
@@ -149,7 +152,13 @@ func scanExperiment(r scanner) (store.Experiment, error) {
 	}
 	e.Capabilities = json.RawMessage(caps)
 	e.Config = json.RawMessage(cfg)
-	e.Model = model.String
+	m, err := fromJSONText(model)
+	if err != nil {
+		return store.Experiment{}, err
+	}
+	if m != nil {
+		e.Model = *m
+	}
 	if summary.Valid {
 		e.Summary = json.RawMessage(summary.String)
 	}
@@ -166,6 +175,9 @@ const runColumns = `experiment_id, case_id, repetition, run_id, status, classifi
 var runClassifications = []string{"", "passed", "failed", "unscored", "error"}
 
 func checkRun(r store.RunRecord) error {
+	if err := refuseNUL("/case_id", r.CaseID, "/status", r.Status); err != nil {
+		return err
+	}
 	switch {
 	case r.CaseID == "" || len(r.CaseID) > maxNameLen:
 		return fmt.Errorf("case id %q is empty or too long", r.CaseID)
@@ -206,10 +218,6 @@ func (s *Store) PutRun(ctx context.Context, r store.RunRecord) (bool, error) {
 	if err := checkRun(r); err != nil {
 		return false, fmt.Errorf("put run: %w", err)
 	}
-	var answer any
-	if r.Answer != nil {
-		answer = *r.Answer
-	}
 	var created bool
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		var one int
@@ -241,8 +249,8 @@ func (s *Store) PutRun(ctx context.Context, r store.RunRecord) (bool, error) {
 			   attempts = excluded.attempts, usage = excluded.usage, score = excluded.score,
 			   latency_ms = excluded.latency_ms, started_us = excluded.started_us, finished_us = excluded.finished_us,
 			   updated_us = excluded.updated_us`,
-			r.ExperimentID, r.CaseID, r.Repetition, r.TenantID, nullString(r.RunID), nullString(r.Status),
-			nullString(r.Classification), r.TimedOut, nullString(r.Error), nullString(r.Model), answer,
+			r.ExperimentID, r.CaseID, r.Repetition, r.TenantID, jsonText(r.RunID), nullString(r.Status),
+			nullString(r.Classification), r.TimedOut, jsonText(r.Error), jsonText(r.Model), jsonTextPtr(r.Answer),
 			nullJSON(r.Output), nullJSON(r.Verdicts), nullString(r.TrajectorySHA256), nullJSON(r.Trajectory),
 			nullJSON(r.Files), nullJSON(r.Artifacts), nullJSON(r.Attempts), nullJSON(r.Usage),
 			nullFloat(r.Score), nullFloat(r.LatencyMS), nullMicros(r.StartedAt), nullMicros(r.FinishedAt), s.now())
@@ -279,7 +287,8 @@ func (s *Store) Run(ctx context.Context, tenantID, experimentID, caseID string, 
 
 // ListRuns lists an experiment's run records by case id, then repetition.
 func (s *Store) ListRuns(ctx context.Context, tenantID, experimentID string, p store.Page) ([]store.RunRecord, string, error) {
-	afterCase, afterRep, err := decodeRunCursor(p.Cursor)
+	cur := listCursor(tenantID, "runs", experimentID)
+	afterCase, afterRep, err := decodeRunCursor(cur, p.Cursor)
 	if err != nil {
 		return nil, "", fmt.Errorf("list runs: %w", err)
 	}
@@ -315,34 +324,25 @@ func (s *Store) ListRuns(ctx context.Context, tenantID, experimentID string, p s
 	if len(out) > n {
 		out = out[:n]
 		last := out[n-1]
-		next = encodeRunCursor(last.CaseID, last.Repetition)
+		next = cur.encode(strconv.Itoa(last.Repetition) + ":" + last.CaseID)
 	}
 	return out, next, nil
 }
 
-// Run cursors are base64url of "run:<repetition>:<case id>". The empty
-// case id sorts before every stored one, so "" starts the list.
-func encodeRunCursor(caseID string, rep int) string {
-	return base64.RawURLEncoding.EncodeToString([]byte("run:" + strconv.Itoa(rep) + ":" + caseID))
-}
-
-func decodeRunCursor(cursor string) (string, int, error) {
-	if cursor == "" {
-		return "", 0, nil
+// decodeRunCursor reads the position of a runs cursor,
+// "<repetition>:<case id>", or "", 0 for the first page: the empty case id
+// sorts before every stored one.
+func decodeRunCursor(cur cursorScope, cursor string) (string, int, error) {
+	pos, err := cur.decode(cursor)
+	if err != nil || pos == "" {
+		return "", 0, err
 	}
-	raw, err := base64.RawURLEncoding.DecodeString(cursor)
-	if err != nil {
-		return "", 0, fmt.Errorf("decode cursor: %w", store.ErrInvalidCursor)
-	}
-	parts := strings.SplitN(string(raw), ":", 3)
-	if len(parts) != 3 || parts[0] != "run" || parts[2] == "" {
+	r, caseID, ok := strings.Cut(pos, ":")
+	rep, err := strconv.Atoi(r)
+	if !ok || caseID == "" || err != nil || rep < 1 || strconv.Itoa(rep) != r {
 		return "", 0, fmt.Errorf("cursor is not a run cursor: %w", store.ErrInvalidCursor)
 	}
-	rep, err := strconv.Atoi(parts[1])
-	if err != nil || rep < 1 || strconv.Itoa(rep) != parts[1] {
-		return "", 0, fmt.Errorf("cursor is not a run cursor: %w", store.ErrInvalidCursor)
-	}
-	return parts[2], rep, nil
+	return caseID, rep, nil
 }
 
 func scanRun(r scanner) (store.RunRecord, error) {
@@ -361,11 +361,21 @@ func scanRun(r scanner) (store.RunRecord, error) {
 	if err != nil {
 		return store.RunRecord{}, err
 	}
-	rec.RunID, rec.Status, rec.Classification = runID.String, status.String, class.String
-	rec.Error, rec.Model, rec.TrajectorySHA256 = errMsg.String, model.String, traj.String
-	if answer.Valid {
-		a := answer.String
-		rec.Answer = &a
+	rec.Status, rec.Classification, rec.TrajectorySHA256 = status.String, class.String, traj.String
+	for _, f := range []struct {
+		col sql.NullString
+		dst *string
+	}{{runID, &rec.RunID}, {errMsg, &rec.Error}, {model, &rec.Model}} {
+		v, err := fromJSONText(f.col)
+		if err != nil {
+			return store.RunRecord{}, err
+		}
+		if v != nil {
+			*f.dst = *v
+		}
+	}
+	if rec.Answer, err = fromJSONText(answer); err != nil {
+		return store.RunRecord{}, err
 	}
 	rec.Output = rawOrNil(output)
 	rec.Verdicts = rawOrNil(verdicts)

@@ -112,7 +112,8 @@ func (s *Store) FixtureRevision(ctx context.Context, tenantID, name, sha256 stri
 // ListFixtures lists the latest revision of each of the tenant's fixture
 // names, by name, one page at a time.
 func (s *Store) ListFixtures(ctx context.Context, tenantID string, p store.Page) ([]store.Fixture, string, error) {
-	after, err := decodeNameCursor("fixture", p.Cursor)
+	cur := listCursor(tenantID, "fixtures")
+	after, err := decodeNameCursor(cur, "fixture", p.Cursor)
 	if err != nil {
 		return nil, "", fmt.Errorf("list fixtures: %w", err)
 	}
@@ -142,7 +143,7 @@ func (s *Store) ListFixtures(ctx context.Context, tenantID string, p store.Page)
 	var next string
 	if len(out) > n {
 		out = out[:n]
-		next = encodeNameCursor("fixture", out[n-1].Name)
+		next = cur.encode(out[n-1].Name)
 	}
 	return out, next, nil
 }

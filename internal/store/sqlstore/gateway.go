@@ -3,13 +3,11 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/gyrehq/gyre"
@@ -18,6 +16,9 @@ import (
 
 // CreatePolicy stores a new policy, or finds the identical one.
 func (s *Store) CreatePolicy(ctx context.Context, p store.Policy) (store.Policy, bool, error) {
+	if err := refuseNUL("/name", p.Name); err != nil {
+		return store.Policy{}, false, fmt.Errorf("create policy: %w", err)
+	}
 	var (
 		out     store.Policy
 		created bool
@@ -83,26 +84,10 @@ func (s *Store) GetPolicy(ctx context.Context, tenantID, name string) (store.Pol
 	return p, nil
 }
 
-// policyCursor is an opaque cursor over policy names, which are not ids.
-func policyCursor(name string) string {
-	return base64.RawURLEncoding.EncodeToString([]byte("policies:" + name))
-}
-
-func decodePolicyCursor(c string) (string, error) {
-	if c == "" {
-		return "", nil
-	}
-	raw, err := base64.RawURLEncoding.DecodeString(c)
-	name, ok := strings.CutPrefix(string(raw), "policies:")
-	if err != nil || !ok || name == "" {
-		return "", fmt.Errorf("decode cursor: %w", store.ErrInvalidCursor)
-	}
-	return name, nil
-}
-
 // ListPolicies lists the tenant's policies by name.
 func (s *Store) ListPolicies(ctx context.Context, tenantID string, p store.Page) ([]store.Policy, string, error) {
-	after, err := decodePolicyCursor(p.Cursor)
+	cur := listCursor(tenantID, "policies")
+	after, err := cur.decode(p.Cursor)
 	if err != nil {
 		return nil, "", err
 	}
@@ -127,7 +112,7 @@ func (s *Store) ListPolicies(ctx context.Context, tenantID string, p store.Page)
 	next := ""
 	if len(out) > n {
 		out = out[:n]
-		next = policyCursor(out[n-1].Name)
+		next = cur.encode(out[n-1].Name)
 	}
 	return out, next, nil
 }

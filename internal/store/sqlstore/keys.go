@@ -17,6 +17,9 @@ const keyColumns = `id, tenant_id, name, role, agent_ids, created_us, revoked_us
 // store.ErrNotFound if the tenant does not exist, store.ErrConflict if a
 // key with the same hash exists.
 func (s *Store) CreateKey(ctx context.Context, k store.NewKey) (gyre.APIKey, error) {
+	if err := refuseNUL("/name", k.Name); err != nil {
+		return gyre.APIKey{}, fmt.Errorf("create key: %w", err)
+	}
 	var key gyre.APIKey
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		if _, err := tenantByID(ctx, tx, k.TenantID); err != nil {
@@ -83,7 +86,8 @@ func (s *Store) KeyByHash(ctx context.Context, hash [32]byte) (gyre.APIKey, erro
 // page at a time. next is empty after the last page. A tenant id that is
 // unknown or foreign simply has no keys.
 func (s *Store) ListKeys(ctx context.Context, tenantID string, p store.Page) ([]gyre.APIKey, string, error) {
-	after, err := decodeCursor("key", p.Cursor)
+	cur := listCursor(tenantID, "keys")
+	after, err := cur.decodeID(p.Cursor)
 	if err != nil {
 		return nil, "", fmt.Errorf("list keys: %w", err)
 	}
@@ -112,7 +116,7 @@ func (s *Store) ListKeys(ctx context.Context, tenantID string, p store.Page) ([]
 	var next string
 	if len(keys) > n {
 		keys = keys[:n]
-		next = encodeCursor("key", keys[n-1].ID)
+		next = cur.encode(keys[n-1].ID)
 	}
 	return keys, next, nil
 }

@@ -24,6 +24,9 @@ func (s *Store) Claim(ctx context.Context, c store.ClaimRequest) (store.ClaimRes
 	if c.Max < 1 || len(c.Secrets) < c.Max || c.Lease <= 0 {
 		return store.ClaimResult{}, errors.New("claim: need max ≥ 1, a positive lease and one secret set per rollout")
 	}
+	if err := refuseNUL("/worker_id", c.WorkerID, "/worker_version", c.WorkerVersion, "Idempotency-Key", c.IdempotencyKey); err != nil {
+		return store.ClaimResult{}, fmt.Errorf("claim: %w", err)
+	}
 	if s.d.OneStatementClaim && s.dbClock && c.IdempotencyKey == "" && c.Max <= maxCombinedRows {
 		return s.claimOneStatement(ctx, c)
 	}
@@ -31,6 +34,14 @@ func (s *Store) Claim(ctx context.Context, c store.ClaimRequest) (store.ClaimRes
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		res = store.ClaimResult{}
 		if c.IdempotencyKey != "" {
+			// Claims sharing a key run one at a time, so that exactly one
+			// leases and the others read what it remembered. Without
+			// the lock, concurrent claims on PostgreSQL each found no
+			// answer yet, each leased its own rollouts (SKIP LOCKED),
+			// and all but the last one's were orphaned.
+			if err := s.lockTx(ctx, tx, "claim-key\x00"+c.TenantID+"\x00"+c.AgentID+"\x00"+c.IdempotencyKey); err != nil {
+				return err
+			}
 			done, err := s.reclaim(ctx, tx, c, &res)
 			if err != nil || done {
 				return err
@@ -363,7 +374,7 @@ func (s *Store) SubmitOutput(ctx context.Context, o store.OutputSubmission) (sto
 				return fmt.Errorf("batch retry_on: %w", err)
 			}
 			if slices.Contains(retryOn, *o.Exclusion) {
-				res.Retry, err = s.requeue(ctx, tx, o.TenantID, r, r.attempt+1)
+				res.Retry, err = s.requeue(ctx, tx, o.TenantID, o.RolloutID, r, r.attempt+1)
 				return err
 			}
 		}
@@ -376,12 +387,21 @@ func (s *Store) SubmitOutput(ctx context.Context, o store.OutputSubmission) (sto
 }
 
 // requeue mints a new queued rollout for r's task at r's place in the
-// queue, in r's group, with the given attempt number.
-func (s *Store) requeue(ctx context.Context, tx *sql.Tx, tenantID string, r leaseRow, attempt int) (string, error) {
-	return s.insertRollout(ctx, tx, queuedRollout{
+// queue, in r's group, with the given attempt number, and marks the
+// rollout it replaces (replacedID), which then no longer counts as a
+// finished rollout of its batch.
+func (s *Store) requeue(ctx context.Context, tx *sql.Tx, tenantID, replacedID string, r leaseRow, attempt int) (string, error) {
+	id, err := s.insertRollout(ctx, tx, queuedRollout{
 		tenantID: tenantID, agentID: r.agentID, batchID: r.batchID, taskID: r.taskID, groupID: r.groupID,
 		attempt: attempt, queueSeq: r.queueSeq, queuePos: r.queuePos, now: s.now(),
 	})
+	if err != nil {
+		return "", err
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE rollouts SET replaced_by = $2 WHERE id = $1`, replacedID, id); err != nil {
+		return "", fmt.Errorf("mark replaced rollout: %w", err)
+	}
+	return id, nil
 }
 
 // Release ends a leased rollout released and re-queues its task without
@@ -405,7 +425,7 @@ func (s *Store) Release(ctx context.Context, tenantID, rolloutID string, token [
 			gw_revoked_us = COALESCE(gw_revoked_us, $2) WHERE id = $1`, rolloutID, now); err != nil {
 			return fmt.Errorf("release: %w", err)
 		}
-		next, err = s.requeue(ctx, tx, tenantID, r, r.attempt)
+		next, err = s.requeue(ctx, tx, tenantID, rolloutID, r, r.attempt)
 		return err
 	})
 	if err != nil {
@@ -480,7 +500,7 @@ func (s *Store) Sweep(ctx context.Context, grace time.Duration, limit int) (stor
 				return err
 			}
 			if r.attempt < r.maxAttempts {
-				retry, err := s.requeue(ctx, tx, tenantID, r, r.attempt+1)
+				retry, err := s.requeue(ctx, tx, tenantID, id, r, r.attempt+1)
 				if err != nil {
 					return err
 				}

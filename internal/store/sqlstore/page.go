@@ -1,8 +1,11 @@
 package sqlstore
 
 import (
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/google/uuid"
@@ -28,16 +31,50 @@ func limit(p store.Page) int {
 	return p.Limit
 }
 
-// Cursors are opaque to clients: base64url of "<kind>:<last id>", where
-// the id is a gyre UUID. The kind keeps a cursor of one list from being
-// replayed against another.
-func encodeCursor(kind, lastID string) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(kind + ":" + lastID))
+// A cursor is opaque to clients: base64url of "<list>:<binding>:<position>".
+// The position is where the next page starts (an id, a name, …; each list
+// writes and parses its own). The binding is a hash of the tenant, the
+// list, its filter and the position, so a cursor issued for one tenant,
+// list or filter — or edited — is refused with store.ErrInvalidCursor
+// instead of paging something else. Every list builds its cursors with
+// listCursor; nothing else encodes one.
+type cursorScope struct {
+	tenantID, list, filter string
 }
 
-// decodeCursor returns the last id a cursor of the given kind carries, ""
-// for an empty cursor, or an error wrapping store.ErrInvalidCursor.
-func decodeCursor(kind, cursor string) (string, error) {
+// listCursor is the cursor scope of one page request: the tenant, the
+// list's name and the values of its filter, in a fixed order ("" for an
+// absent filter).
+func listCursor(tenantID, list string, filter ...string) cursorScope {
+	var f strings.Builder
+	for _, v := range filter {
+		f.WriteString(strconv.Quote(v))
+	}
+	return cursorScope{tenantID: tenantID, list: list, filter: f.String()}
+}
+
+// bindingLen is how many bytes of SHA-256 a cursor's binding keeps: it
+// detects a cursor sent to the wrong list, not an attacker, who could
+// only page through what the query lets them read anyway.
+const bindingLen = 12
+
+func (c cursorScope) binding(pos string) string {
+	h := sha256.New()
+	for _, v := range []string{c.tenantID, c.list, c.filter, pos} {
+		h.Write([]byte(v))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil)[:bindingLen])
+}
+
+// encode returns the cursor of position pos.
+func (c cursorScope) encode(pos string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(c.list + ":" + c.binding(pos) + ":" + pos))
+}
+
+// decode returns the position a cursor of this scope carries, "" for an
+// empty cursor, or an error wrapping store.ErrInvalidCursor.
+func (c cursorScope) decode(cursor string) (string, error) {
 	if cursor == "" {
 		return "", nil
 	}
@@ -45,9 +82,22 @@ func decodeCursor(kind, cursor string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("decode cursor: %w", store.ErrInvalidCursor)
 	}
-	k, id, ok := strings.Cut(string(raw), ":")
-	if u, err := uuid.Parse(id); !ok || k != kind || err != nil || u.String() != id {
-		return "", fmt.Errorf("cursor is not a %s cursor: %w", kind, store.ErrInvalidCursor)
+	list, rest, ok1 := strings.Cut(string(raw), ":")
+	bind, pos, ok2 := strings.Cut(rest, ":")
+	if !ok1 || !ok2 || list != c.list || pos == "" || bind != c.binding(pos) {
+		return "", fmt.Errorf("cursor was not issued for this %s list, tenant and filter: %w", c.list, store.ErrInvalidCursor)
+	}
+	return pos, nil
+}
+
+// decodeID is decode for lists positioned by a gyre id (a UUID).
+func (c cursorScope) decodeID(cursor string) (string, error) {
+	id, err := c.decode(cursor)
+	if err != nil || id == "" {
+		return id, err
+	}
+	if u, err := uuid.Parse(id); err != nil || u.String() != id {
+		return "", fmt.Errorf("cursor of the %s list holds no id: %w", c.list, store.ErrInvalidCursor)
 	}
 	return id, nil
 }

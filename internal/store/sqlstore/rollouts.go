@@ -79,7 +79,8 @@ func (s *Store) GetRollout(ctx context.Context, tenantID, rolloutID string) (sto
 
 // ListRollouts lists the tenant's rollouts, newest first.
 func (s *Store) ListRollouts(ctx context.Context, tenantID string, f store.RolloutFilter, p store.Page) ([]store.Rollout, string, error) {
-	after, err := decodeCursor("rollouts", p.Cursor)
+	cur := listCursor(tenantID, "rollouts", f.AgentID, string(f.State), f.BatchID)
+	after, err := cur.decodeID(p.Cursor)
 	if err != nil {
 		return nil, "", err
 	}
@@ -123,7 +124,7 @@ func (s *Store) ListRollouts(ctx context.Context, tenantID string, f store.Rollo
 	next := ""
 	if len(out) > n {
 		out = out[:n]
-		next = encodeCursor("rollouts", out[n-1].ID)
+		next = cur.encode(out[n-1].ID)
 	}
 	return out, next, nil
 }
@@ -264,10 +265,14 @@ func (s *Store) SaveGrade(ctx context.Context, g store.GradeResult) error {
 		if g.Reconciliation == nil {
 			grade = nil
 		}
+		var outcome any
+		if g.Outcome != "" {
+			outcome = g.Outcome
+		}
 		_, err = tx.ExecContext(ctx, `UPDATE rollouts SET graded_us = $2, reconciliation = $3, reconciliation_reason = $4,
-			training_grade = $5, not_training_grade = $6,
+			training_grade = $5, not_training_grade = $6, outcome = $7, reward = $8,
 			state = CASE WHEN state = 'submitted' THEN 'graded' ELSE state END WHERE id = $1`,
-			g.RolloutID, now, g.Reconciliation, g.ReconciliationReason, grade, string(reasons))
+			g.RolloutID, now, g.Reconciliation, g.ReconciliationReason, grade, string(reasons), outcome, g.Reward)
 		return err
 	})
 	if err != nil {

@@ -1,7 +1,9 @@
 package sqlstore
 
 import (
+	"encoding/base64"
 	"errors"
+	"strings"
 	"testing"
 	"testing/fstest"
 
@@ -13,30 +15,40 @@ import (
 func TestCursorRoundTrip(t *testing.T) {
 	t.Parallel()
 	id := uuid.Must(uuid.NewV7()).String()
-	c := encodeCursor("key", id)
-	got, err := decodeCursor("key", c)
+	cur := listCursor("tenant-1", "keys")
+	got, err := cur.decodeID(cur.encode(id))
 	if err != nil || got != id {
-		t.Fatalf("decodeCursor(encodeCursor(%q)) = %q, %v", id, got, err)
+		t.Fatalf("decodeID(encode(%q)) = %q, %v", id, got, err)
 	}
-	if got, err := decodeCursor("key", ""); err != nil || got != "" {
-		t.Errorf("decodeCursor(\"\") = %q, %v; want the first page", got, err)
+	if got, err := cur.decodeID(""); err != nil || got != "" {
+		t.Errorf("decodeID(\"\") = %q, %v; want the first page", got, err)
 	}
 }
 
-func TestDecodeCursorRejects(t *testing.T) {
+// A cursor is valid only for the tenant, list and filter it was issued
+// for, and only as issued.
+func TestCursorIsBoundToTenantListAndFilter(t *testing.T) {
 	t.Parallel()
 	id := uuid.Must(uuid.NewV7()).String()
-	for _, c := range []string{
-		"not base64!",
-		encodeCursor("tenant", id),                       // another list's cursor
-		encodeCursor("key", ""),                          // no id
-		encodeCursor("key", "123"),                       // not a UUID
-		encodeCursor("key", "{"+id+"}"),                  // not canonical
-		encodeCursor("key", id+"' OR 1=1 --"),            // junk after the id
-		encodeCursor("key", "00000000-0000-0000-0000-0"), // truncated
+	cur := listCursor("tenant-1", "rollouts", "agent-1", "", "")
+	raw, _ := base64.RawURLEncoding.DecodeString(cur.encode(id))
+	edited := base64.RawURLEncoding.EncodeToString([]byte(strings.Replace(string(raw), id, uuid.Must(uuid.NewV7()).String(), 1)))
+	for name, c := range map[string]string{
+		"not base64":            "not base64!",
+		"another tenant's":      listCursor("tenant-2", "rollouts", "agent-1", "", "").encode(id),
+		"another list's":        listCursor("tenant-1", "tasks", "agent-1", "", "").encode(id),
+		"another filter's":      listCursor("tenant-1", "rollouts", "agent-2", "", "").encode(id),
+		"no filter's":           listCursor("tenant-1", "rollouts", "", "", "").encode(id),
+		"a filter moved":        listCursor("tenant-1", "rollouts", "", "agent-1", "").encode(id),
+		"edited":                edited,
+		"no position":           cur.encode(""),
+		"not a UUID":            cur.encode("123"),
+		"not canonical":         cur.encode("{" + id + "}"),
+		"junk after the id":     cur.encode(id + "' OR 1=1 --"),
+		"an unbound old cursor": base64.RawURLEncoding.EncodeToString([]byte("rollouts:" + id)),
 	} {
-		if _, err := decodeCursor("key", c); !errors.Is(err, store.ErrInvalidCursor) {
-			t.Errorf("decodeCursor(%q) error = %v, want ErrInvalidCursor", c, err)
+		if _, err := cur.decodeID(c); !errors.Is(err, store.ErrInvalidCursor) {
+			t.Errorf("%s cursor %q: error = %v, want ErrInvalidCursor", name, c, err)
 		}
 	}
 }

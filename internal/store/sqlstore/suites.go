@@ -155,7 +155,8 @@ func (s *Store) LatestSuiteVersion(ctx context.Context, tenantID, name string) (
 // ListSuites lists a tenant's suites by name, one page at a time, each
 // with every version (latest first, documents left out).
 func (s *Store) ListSuites(ctx context.Context, tenantID string, p store.Page) ([]store.Suite, string, error) {
-	after, err := decodeNameCursor("suite", p.Cursor)
+	cur := listCursor(tenantID, "suites")
+	after, err := decodeNameCursor(cur, "suite", p.Cursor)
 	if err != nil {
 		return nil, "", fmt.Errorf("list suites: %w", err)
 	}
@@ -192,7 +193,7 @@ func (s *Store) ListSuites(ctx context.Context, tenantID string, p store.Page) (
 	var next string
 	if len(out) > n {
 		out = out[:n]
-		next = encodeNameCursor("suite", out[n-1].Name)
+		next = cur.encode(out[n-1].Name)
 	}
 	return out, next, nil
 }

@@ -221,7 +221,8 @@ func (s *Store) Task(ctx context.Context, tenantID, id string) (store.Task, erro
 // ListTasks lists the tenant's tasks, oldest first (UUIDv7 order), one
 // page at a time, optionally only those of one suite.
 func (s *Store) ListTasks(ctx context.Context, tenantID string, f store.TaskFilter, p store.Page) ([]store.Task, string, error) {
-	after, err := decodeCursor("task", p.Cursor)
+	cur := listCursor(tenantID, "tasks", f.Suite)
+	after, err := cur.decodeID(p.Cursor)
 	if err != nil {
 		return nil, "", fmt.Errorf("list tasks: %w", err)
 	}
@@ -251,7 +252,7 @@ func (s *Store) ListTasks(ctx context.Context, tenantID string, f store.TaskFilt
 	var next string
 	if len(out) > n {
 		out = out[:n]
-		next = encodeCursor("task", out[n-1].ID)
+		next = cur.encode(out[n-1].ID)
 	}
 	return out, next, nil
 }

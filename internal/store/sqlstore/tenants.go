@@ -15,6 +15,9 @@ const tenantColumns = `id, name, created_us`
 // CreateTenant creates a tenant; store.ErrConflict if the name exists.
 // Names are compared byte for byte.
 func (s *Store) CreateTenant(ctx context.Context, name string) (gyre.Tenant, error) {
+	if err := refuseNUL("/name", name); err != nil {
+		return gyre.Tenant{}, fmt.Errorf("create tenant: %w", err)
+	}
 	var t gyre.Tenant
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		var err error

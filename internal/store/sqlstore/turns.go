@@ -3,7 +3,6 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"strconv"
@@ -348,7 +347,12 @@ func (s *Store) TurnsByID(ctx context.Context, tenantID, agentID string, turnIDs
 // commit in any order, so a turn may become visible after later-received
 // ones were listed; a client polling with Since should overlap its windows.
 func (s *Store) ListTurns(ctx context.Context, tenantID string, f store.TurnFilter, p store.Page) ([]store.Turn, string, error) {
-	after, err := decodeTurnCursor(p.Cursor)
+	since := ""
+	if !f.Since.IsZero() {
+		since = strconv.FormatInt(ceilMicros(f.Since), 10)
+	}
+	cur := listCursor(tenantID, "turns", f.AgentID, f.ConversationID, since)
+	after, err := decodeTurnCursor(cur, p.Cursor)
 	if err != nil {
 		return nil, "", fmt.Errorf("list turns: %w", err)
 	}
@@ -396,7 +400,7 @@ func (s *Store) ListTurns(ctx context.Context, tenantID string, f store.TurnFilt
 	var next string
 	if len(turns) > n {
 		turns = turns[:n]
-		next = turnCursor{receivedUS: store.Micros(turns[n-1].ReceivedAt), seq: seqs[n-1]}.encode()
+		next = cur.encode(turnCursor{receivedUS: store.Micros(turns[n-1].ReceivedAt), seq: seqs[n-1]}.position())
 	}
 	return turns, next, nil
 }
@@ -455,33 +459,23 @@ type turnCursor struct {
 	seq        int64
 }
 
-const turnCursorKind = "turn"
-
-// encode returns the cursor as clients see it: base64url of
-// "turn:<received_us>:<seq>".
-func (c turnCursor) encode() string {
-	return base64.RawURLEncoding.EncodeToString([]byte(
-		turnCursorKind + ":" + strconv.FormatInt(c.receivedUS, 10) + ":" + strconv.FormatInt(c.seq, 10)))
+// position is the cursor position "<received_us>:<seq>".
+func (c turnCursor) position() string {
+	return strconv.FormatInt(c.receivedUS, 10) + ":" + strconv.FormatInt(c.seq, 10)
 }
 
-// decodeTurnCursor returns the position a turn cursor carries, nil for the
-// first page, or an error wrapping store.ErrInvalidCursor.
-func decodeTurnCursor(cursor string) (*turnCursor, error) {
-	if cursor == "" {
-		return nil, nil
+// decodeTurnCursor returns the position a turns cursor carries, nil for
+// the first page, or an error wrapping store.ErrInvalidCursor.
+func decodeTurnCursor(cur cursorScope, cursor string) (*turnCursor, error) {
+	pos, err := cur.decode(cursor)
+	if err != nil || pos == "" {
+		return nil, err
 	}
-	raw, err := base64.RawURLEncoding.DecodeString(cursor)
-	if err != nil {
-		return nil, fmt.Errorf("decode cursor: %w", store.ErrInvalidCursor)
-	}
-	parts := strings.Split(string(raw), ":")
-	if len(parts) != 3 || parts[0] != turnCursorKind {
-		return nil, fmt.Errorf("cursor is not a turn cursor: %w", store.ErrInvalidCursor)
-	}
-	r, err1 := strconv.ParseInt(parts[1], 10, 64)
-	q, err2 := strconv.ParseInt(parts[2], 10, 64)
+	rs, qs, _ := strings.Cut(pos, ":")
+	r, err1 := strconv.ParseInt(rs, 10, 64)
+	q, err2 := strconv.ParseInt(qs, 10, 64)
 	c := turnCursor{receivedUS: r, seq: q}
-	if err1 != nil || err2 != nil || q < 0 || c.encode() != cursor {
+	if err1 != nil || err2 != nil || q < 0 || c.position() != pos {
 		return nil, fmt.Errorf("cursor is not a turn cursor: %w", store.ErrInvalidCursor)
 	}
 	return &c, nil

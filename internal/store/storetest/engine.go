@@ -226,6 +226,7 @@ func RunEngine(t *testing.T, e Engine) {
 	t.Run("MigrateIdempotent", func(t *testing.T) { t.Parallel(); testMigrateIdempotent(t, e) })
 	t.Run("NotMigrated", func(t *testing.T) { t.Parallel(); testNotMigrated(t, e) })
 	t.Run("SchemaTooNew", func(t *testing.T) { t.Parallel(); testSchemaTooNew(t, e) })
+	t.Run("MigrateRunTextToJSON", func(t *testing.T) { t.Parallel(); testMigrateRunTextToJSON(t, e) })
 	t.Run("MigrateConcurrentGoroutines", func(t *testing.T) { t.Parallel(); testMigrateGoroutines(t, e) })
 	t.Run("MigrateConcurrentProcesses", func(t *testing.T) { t.Parallel(); testMigrateProcesses(t, e) })
 	t.Run("ConcurrentWriters", func(t *testing.T) { t.Parallel(); testConcurrentWriters(t, e) })

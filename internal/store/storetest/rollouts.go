@@ -25,6 +25,7 @@ func runRollouts(t *testing.T, open Opener) {
 	t.Run("ClaimLeaseAndDeadline", func(t *testing.T) { t.Parallel(); testClaimLeaseAndDeadline(t, open) })
 	t.Run("ClaimExactlyOnce", func(t *testing.T) { t.Parallel(); testClaimExactlyOnce(t, open) })
 	t.Run("ClaimIdempotency", func(t *testing.T) { t.Parallel(); testClaimIdempotency(t, open) })
+	t.Run("ConcurrentSameKeyClaimsLeaseOnce", func(t *testing.T) { t.Parallel(); testConcurrentSameKeyClaimsLeaseOnce(t, open) })
 	t.Run("Heartbeat", func(t *testing.T) { t.Parallel(); testHeartbeat(t, open) })
 	t.Run("SubmitOutput", func(t *testing.T) { t.Parallel(); testSubmitOutput(t, open) })
 	t.Run("OutputChecksOrder", func(t *testing.T) { t.Parallel(); testOutputChecksOrder(t, open) })
@@ -376,6 +377,55 @@ func testClaimIdempotency(t *testing.T, open Opener) {
 	fresh, err := f.s.Claim(t.Context(), req)
 	if err != nil || len(fresh.Rollouts) != 1 || fresh.Rollouts[0].Rollout.ID == id {
 		t.Fatalf("claim after the leases lapsed = %+v %v, want the one queued rollout", fresh, err)
+	}
+}
+
+// Concurrent claims sharing one Idempotency-Key lease once between them:
+// every one answers the same rollouts and no other rollout leaves the
+// queue, on every engine and with any number of connections (issue 11,
+// defect 3: on PostgreSQL each leased its own, and all but the last
+// answer's rollouts were orphaned until the watchdog abandoned them).
+func testConcurrentSameKeyClaimsLeaseOnce(t *testing.T, open Opener) {
+	f := newRolloutFixture(t, open, 40)
+	f.batch(t, store.NewBatch{})
+	const claims, max = 16, 2
+	results := make([]store.ClaimResult, claims)
+	errs := make([]error, claims)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range claims {
+		wg.Go(func() {
+			<-start
+			results[i], errs[i] = f.s.Claim(t.Context(), store.ClaimRequest{
+				TenantID: f.tenant.ID, AgentID: "agent-1", Max: max, Lease: time.Minute,
+				IdempotencyKey: "same-key", Secrets: secretsN(fmt.Sprintf("c%d", i), max),
+			})
+		})
+	}
+	close(start)
+	wg.Wait()
+	var want []string
+	for i, res := range results {
+		if errs[i] != nil {
+			t.Fatalf("claim %d: %v", i, errs[i])
+		}
+		var got []string
+		for _, c := range res.Rollouts {
+			got = append(got, c.Rollout.ID)
+		}
+		if want == nil {
+			want = got
+		}
+		if len(got) != max || !slices.Equal(got, want) {
+			t.Errorf("claim %d answered %v, want the same %d rollouts as the others, %v", i, got, max, want)
+		}
+	}
+	leased, _, err := f.s.ListRollouts(t.Context(), f.tenant.ID, store.RolloutFilter{State: gyre.StateLeased}, store.Page{Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(leased) != max {
+		t.Fatalf("%d rollouts are leased after %d claims sharing a key, want %d", len(leased), claims, max)
 	}
 }
 

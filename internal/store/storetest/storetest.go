@@ -52,16 +52,22 @@ func Run(t *testing.T, open Opener) {
 	t.Run("TenantIsolation", func(t *testing.T) { t.Parallel(); testTenantIsolation(t, open) })
 	t.Run("ListKeysPages", func(t *testing.T) { t.Parallel(); testListKeysPages(t, open) })
 	t.Run("ListKeysBadCursor", func(t *testing.T) { t.Parallel(); testListKeysBadCursor(t, open) })
+	t.Run("CursorsAreBoundToTenantListAndFilter", func(t *testing.T) {
+		t.Parallel()
+		testCursorsAreBoundToTenantListAndFilter(t, open)
+	})
 	t.Run("Bootstrap", func(t *testing.T) { t.Parallel(); testBootstrap(t, open) })
 	t.Run("BootstrapConcurrent", func(t *testing.T) { t.Parallel(); testBootstrapConcurrent(t, open) })
 	t.Run("BootstrapAtomic", func(t *testing.T) { t.Parallel(); testBootstrapAtomic(t, open) })
 	t.Run("ConcurrentCreates", func(t *testing.T) { t.Parallel(); testConcurrentCreates(t, open) })
 	t.Run("CanceledContext", func(t *testing.T) { t.Parallel(); testCanceledContext(t, open) })
+	t.Run("TextHoldingNUL", func(t *testing.T) { t.Parallel(); testTextHoldingNUL(t, open) })
 
 	// Each concept's conformance tests live in their own file.
 	t.Run("Turns", func(t *testing.T) { t.Parallel(); runTurns(t, open) })
 	t.Run("Catalog", func(t *testing.T) { t.Parallel(); runCatalog(t, open) })
 	t.Run("Rollouts", func(t *testing.T) { t.Parallel(); runRollouts(t, open) })
+	t.Run("Batches", func(t *testing.T) { t.Parallel(); runBatches(t, open) })
 	t.Run("Gateway", func(t *testing.T) { t.Parallel(); runGateway(t, open) })
 	t.Run("Experiments", func(t *testing.T) { t.Parallel(); runExperiments(t, open) })
 	t.Run("Recorded", func(t *testing.T) { t.Parallel(); runRecorded(t, open) })
