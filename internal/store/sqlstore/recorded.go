@@ -2,10 +2,7 @@ package sqlstore
 
 import (
 	"context"
-	"crypto/sha256"
 	"database/sql"
-	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -21,7 +18,8 @@ import (
 // number. Sequence numbers are positions in that order, so a page is an
 // offset into it.
 func (s *Store) RolloutCalls(ctx context.Context, tenantID, rolloutID string, p store.Page) ([]store.GatewayCall, string, error) {
-	after, err := decodeRolloutCallsCursor(rolloutID, p.Cursor)
+	cur := listCursor(tenantID, "rollout-calls", rolloutID)
+	after, err := decodeSeq(cur, p.Cursor)
 	if err != nil {
 		return nil, "", fmt.Errorf("rollout calls: %w", err)
 	}
@@ -53,29 +51,21 @@ func (s *Store) RolloutCalls(ctx context.Context, tenantID, rolloutID string, p 
 	next := ""
 	if len(out) > n {
 		out = out[:n]
-		next = rolloutCallsCursor(rolloutID, out[n-1].Seq)
+		next = cur.encode(strconv.Itoa(out[n-1].Seq))
 	}
 	return out, next, nil
 }
 
-// rolloutCallsCursor is base64url of "rcalls:<rollout id>:<last seq>": a
-// cursor of one rollout's calls is refused for another's.
-func rolloutCallsCursor(rolloutID string, seq int) string {
-	return base64.RawURLEncoding.EncodeToString([]byte("rcalls:" + rolloutID + ":" + strconv.Itoa(seq)))
-}
-
-func decodeRolloutCallsCursor(rolloutID, c string) (int, error) {
-	if c == "" {
-		return 0, nil
+// decodeSeq reads a cursor positioned by a sequence number: the last
+// one of the previous page.
+func decodeSeq(cur cursorScope, c string) (int, error) {
+	pos, err := cur.decode(c)
+	if err != nil || pos == "" {
+		return 0, err
 	}
-	raw, err := base64.RawURLEncoding.DecodeString(c)
-	if err != nil {
-		return 0, fmt.Errorf("decode cursor: %w", store.ErrInvalidCursor)
-	}
-	rest, ok := strings.CutPrefix(string(raw), "rcalls:"+rolloutID+":")
-	seq, err := strconv.Atoi(rest)
-	if !ok || err != nil || seq < 1 || strconv.Itoa(seq) != rest {
-		return 0, fmt.Errorf("cursor is not a cursor of this rollout's calls: %w", store.ErrInvalidCursor)
+	seq, err := strconv.Atoi(pos)
+	if err != nil || seq < 1 || strconv.Itoa(seq) != pos {
+		return 0, fmt.Errorf("cursor holds no sequence number: %w", store.ErrInvalidCursor)
 	}
 	return seq, nil
 }
@@ -86,8 +76,12 @@ func decodeRolloutCallsCursor(rolloutID, c string) (int, error) {
 // PostgreSQL transactions commit in any order) may appear before calls
 // already listed: a client polling with Since should overlap its windows.
 func (s *Store) ProductionCalls(ctx context.Context, tenantID string, f store.CallFilter, p store.Page) ([]store.GatewayCall, string, error) {
-	tag := callFilterTag(tenantID, f)
-	after, err := decodeProductionCursor(tag, p.Cursor)
+	since := int64(0)
+	if !f.Since.IsZero() {
+		since = ceilMicros(f.Since)
+	}
+	cur := listCursor(tenantID, "calls", f.AgentID, strconv.FormatInt(since, 10))
+	after, err := decodeProductionCursor(cur, p.Cursor)
 	if err != nil {
 		return nil, "", fmt.Errorf("production calls: %w", err)
 	}
@@ -103,7 +97,7 @@ func (s *Store) ProductionCalls(ctx context.Context, tenantID string, f store.Ca
 		b.WriteString(` AND agent_id = ` + arg(f.AgentID))
 	}
 	if !f.Since.IsZero() {
-		b.WriteString(` AND received_us >= ` + arg(ceilMicros(f.Since)))
+		b.WriteString(` AND received_us >= ` + arg(since))
 	}
 	if after != nil {
 		r, a, id := arg(after.receivedUS), arg(after.arrival), arg(after.id)
@@ -132,52 +126,38 @@ func (s *Store) ProductionCalls(ctx context.Context, tenantID string, f store.Ca
 	if len(out) > n {
 		out = out[:n]
 		last := out[n-1]
-		next = productionCursor{tag: tag, receivedUS: store.Micros(last.ReceivedAt), arrival: int64(last.Arrival), id: last.ID}.encode()
+		next = cur.encode(productionPos{receivedUS: store.Micros(last.ReceivedAt), arrival: int64(last.Arrival), id: last.ID}.String())
 	}
 	return out, next, nil
 }
 
-// callFilterTag binds a production-calls cursor to its tenant and filter:
-// a cursor sent with another tenant's key, agent_id or since is refused.
-func callFilterTag(tenantID string, f store.CallFilter) string {
-	since := int64(0)
-	if !f.Since.IsZero() {
-		since = ceilMicros(f.Since)
-	}
-	sum := sha256.Sum256([]byte(tenantID + "\x00" + f.AgentID + "\x00" + strconv.FormatInt(since, 10)))
-	return hex.EncodeToString(sum[:8])
-}
-
-// productionCursor is the position after the last call of a page.
-type productionCursor struct {
-	tag        string
+// productionPos is the position after the last call of a page: its
+// receipt time, arrival count and id.
+type productionPos struct {
 	receivedUS int64
 	arrival    int64
 	id         string
 }
 
-func (c productionCursor) encode() string {
-	return base64.RawURLEncoding.EncodeToString([]byte(fmt.Sprintf("pcalls:%s:%d:%d:%s", c.tag, c.receivedUS, c.arrival, c.id)))
+func (p productionPos) String() string {
+	return fmt.Sprintf("%d:%d:%s", p.receivedUS, p.arrival, p.id)
 }
 
-func decodeProductionCursor(tag, c string) (*productionCursor, error) {
-	if c == "" {
-		return nil, nil
+func decodeProductionCursor(cur cursorScope, c string) (*productionPos, error) {
+	raw, err := cur.decode(c)
+	if err != nil || raw == "" {
+		return nil, err
 	}
-	bad := fmt.Errorf("cursor is not a cursor of this list of calls: %w", store.ErrInvalidCursor)
-	raw, err := base64.RawURLEncoding.DecodeString(c)
-	if err != nil {
+	bad := fmt.Errorf("cursor holds no position in the calls: %w", store.ErrInvalidCursor)
+	parts := strings.Split(raw, ":")
+	if len(parts) != 3 {
 		return nil, bad
 	}
-	parts := strings.Split(string(raw), ":")
-	if len(parts) != 5 || parts[0] != "pcalls" || parts[1] != tag {
+	out := &productionPos{id: parts[2]}
+	if out.receivedUS, err = strconv.ParseInt(parts[0], 10, 64); err != nil {
 		return nil, bad
 	}
-	out := &productionCursor{tag: tag, id: parts[4]}
-	if out.receivedUS, err = strconv.ParseInt(parts[2], 10, 64); err != nil {
-		return nil, bad
-	}
-	if out.arrival, err = strconv.ParseInt(parts[3], 10, 64); err != nil || out.arrival < 0 {
+	if out.arrival, err = strconv.ParseInt(parts[1], 10, 64); err != nil || out.arrival < 0 {
 		return nil, bad
 	}
 	if u, err := uuid.Parse(out.id); err != nil || u.String() != out.id {

@@ -83,7 +83,7 @@ func testRolloutCallsPages(t *testing.T, open Opener) {
 	}
 	// A cursor of one rollout is refused for another, as is a made-up one.
 	_, next, _ = f.s.RolloutCalls(ctx, f.tenant.ID, r.ID, store.Page{Limit: 2})
-	for _, c := range []string{next, "garbage", catalogCursor("rcalls:" + r.ID + ":0"), catalogCursor("rcalls:" + r.ID + ":x")} {
+	for _, c := range []string{next, "garbage", catalogCursor("rollout-calls:00:1"), catalogCursor("rollout-calls::x")} {
 		_, _, err := f.s.RolloutCalls(ctx, f.tenant.ID, empty.ID, store.Page{Cursor: c})
 		wantErr(t, "RolloutCalls(foreign cursor "+c+")", err, store.ErrInvalidCursor)
 	}
