@@ -382,4 +382,5 @@ func (s *Server) routes() {
 	s.experimentRoutes()
 	s.regradeRoutes()
 	s.gatewayRoutes()
+	s.recordedRoutes()
 }

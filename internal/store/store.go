@@ -74,6 +74,7 @@ type Store interface {
 	GatewayStore
 	ExperimentStore
 	GradingStore
+	RecordedStore
 
 	// CreateTenant creates a tenant; ErrConflict if the name exists.
 	CreateTenant(ctx context.Context, name string) (gyre.Tenant, error)
