@@ -65,15 +65,18 @@ type fetchedFile struct {
 
 // outcome is what became of one attempt.
 type outcome struct {
-	runID      string
-	status     *harnesskit.RunStatus
-	terminal   bool
-	timedOut   bool
-	interrupt  bool
-	stopped    bool      // a stop was acknowledged
-	stopAt     time.Time // when gyre asked for a stop (zero: never)
-	err        error
-	retryable  bool
+	runID     string
+	status    *harnesskit.RunStatus
+	terminal  bool
+	timedOut  bool
+	interrupt bool
+	stopped   bool      // a stop was acknowledged
+	stopAt    time.Time // when gyre asked for a stop (zero: never)
+	err       error
+	retryable bool
+	// invalid is set when the attempt ended on invalid RunStatus answers:
+	// they can never confirm a terminal status.
+	invalid    bool
 	created    time.Time
 	terminalAt time.Time
 }
@@ -353,6 +356,7 @@ func (r *Runner) poll(ctx context.Context, x *experiment, p pair, runID string, 
 			failures++
 			if failures > r.cfg.InvalidPolls {
 				o.err, o.retryable = fmt.Errorf("%w (after %d polls)", err, failures), true
+				o.invalid = errors.As(err, &ce) && ce.Kind == KindInvalid
 				return o
 			}
 			delay = r.nextDelay(delay)
@@ -410,9 +414,15 @@ func (r *Runner) interrupted(ctx context.Context, x *experiment, o outcome) outc
 }
 
 // abandon stops a run that is being retried and holds its slot until it
-// ends or SlotHold has passed since the stop.
+// ends or SlotHold has passed since the stop. A run whose answers were
+// invalid is stopped but not waited for (SPEC §7.2): the same invalid
+// answers can never confirm a terminal status, so its slot is freed at
+// once.
 func (r *Runner) abandon(ctx context.Context, x *experiment, o *outcome) {
 	r.stop(ctx, x, o)
+	if o.invalid {
+		return
+	}
 	r.waitTerminal(ctx, x, o, o.stopAt.Add(r.cfg.SlotHold))
 }
 

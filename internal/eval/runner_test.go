@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -514,10 +515,51 @@ func TestRunStatusWithoutModel(t *testing.T) {
 		}
 		creates, _, polls, _ := h.snapshot()
 		// Each run is polled once plus three re-polls; a retry is a new
-		// run, and the abandoned one keeps its slot (polled for a terminal
-		// status) for up to 60 s first.
-		if len(creates) != 2 || polls["run-1"] < 4 || polls["run-2"] != 4 {
-			t.Errorf("creates %d, polls %v; want 2 runs, the last polled 4 times", len(creates), polls)
+		// run, and the abandoned one is not polled again.
+		if len(creates) != 2 || polls["run-1"] != 4 || polls["run-2"] != 4 {
+			t.Errorf("creates %d, polls %v; want 2 runs, each polled 4 times", len(creates), polls)
+		}
+	})
+}
+
+// TestInvalidStatusStopIsNotWaitedFor checks the amended rule of SPEC
+// §7.2: a run retried because its RunStatus answers were invalid is
+// stopped, but its slot is not held waiting for a terminal status that
+// the same invalid answers can never confirm.
+func TestInvalidStatusStopIsNotWaitedFor(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		h := newFakeHarness(t, `{"agent":"bot","accepts":{"stop":true}}`)
+		h.Status = func(string, int) (int, string) { return 200, `{"status":"running"}` }
+		s := writeSuite(t, basicSuite, nil)
+		e := newEnv(t, h, s)
+		start := time.Now()
+		res := e.run(t, t.Context(), Config{Retries: DefaultRetries}, s)
+		elapsed := time.Since(start)
+		r := onlyRun(t, res)
+		if r.Classification != "error" || !strings.Contains(r.Error, "no model") {
+			t.Fatalf("run = %+v, want an error naming the missing model", r)
+		}
+		if res.ExitCode != ExitError {
+			t.Errorf("exit code %d, want %d", res.ExitCode, ExitError)
+		}
+		creates, stops, polls, _ := h.snapshot()
+		if len(creates) != 3 {
+			t.Fatalf("%d runs created, want 3 (one and two retries)", len(creates))
+		}
+		// Every run is polled once plus three re-polls, and never again
+		// after its stop.
+		want := map[string]int{"run-1": 4, "run-2": 4, "run-3": 4}
+		if !maps.Equal(polls, want) {
+			t.Errorf("polls %v, want %v", polls, want)
+		}
+		if !slices.Equal(stops, []string{"run-1", "run-2"}) {
+			t.Errorf("stops %v, want the two retried runs stopped", stops)
+		}
+		// Polls and the two retry backoffs (2 s, 4 s), nothing near a
+		// slot hold of 60 s per retry.
+		if elapsed >= 10*time.Second {
+			t.Errorf("the experiment took %s of fake time, want under 10 s", elapsed)
 		}
 	})
 }
