@@ -276,6 +276,11 @@ func (r *Runner) request(x *experiment, p pair) (CreateRequest, error) {
 		fx := Fixture{Name: f.Name, Context: f.Context}
 		if req.Multipart {
 			file := f
+			size, err := r.fixtures.Size(f)
+			if err != nil {
+				return req, err
+			}
+			fx.Size = size
 			fx.Open = func(ctx context.Context) (io.ReadCloser, error) { return r.fixtures.Open(ctx, file) }
 		} else {
 			u, err := r.fixtures.URL(f, p.queue+p.timeout+time.Hour)
