@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"iter"
 	"mime"
 	"mime/multipart"
 	"net/http"
@@ -269,6 +270,21 @@ func (m *memRecorder) Runs(_ context.Context, id string) ([]store.RunRecord, err
 	}
 	sortRuns(out)
 	return out, nil
+}
+
+func (m *memRecorder) AllRuns(ctx context.Context, id string) iter.Seq2[store.RunRecord, error] {
+	return func(yield func(store.RunRecord, error) bool) {
+		runs, err := m.Runs(ctx, id)
+		if err != nil {
+			yield(store.RunRecord{}, err)
+			return
+		}
+		for _, r := range runs {
+			if !yield(r, nil) {
+				return
+			}
+		}
+	}
 }
 
 func (m *memRecorder) PutRun(_ context.Context, r store.RunRecord) error {

@@ -147,7 +147,7 @@ func TestMultipartSendsContentLength(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if run := onlyRun(t, res); run.Classification != "passed" {
+	if run := e.onlyRun(t, res); run.Classification != "passed" {
 		t.Fatalf("run = %+v, want passed", run)
 	}
 	rc.mu.Lock()
@@ -201,7 +201,7 @@ func TestMultipartDroppedConnectionSaysWhatHappened(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run := onlyRun(t, res)
+	run := e.onlyRun(t, res)
 	if run.Classification != "error" || !strings.Contains(run.Error, "the harness closed the connection without answering the multipart request (Content-Length ") {
 		t.Errorf("run = %s: %q, want an error saying the harness dropped the multipart request", run.Classification, run.Error)
 	}
