@@ -27,7 +27,10 @@
 // multipart parts or as URLs: blob store URLs, or signed gyre URLs that a
 // FixtureSigner mints and Fixtures.Handler serves.
 //
-// Summarize reduces the runs (grade.Reduce) into a Report with the exit
-// code of SPEC §7.2; Show and Compare build the show and compare forms;
-// WriteJUnit writes one testcase per (case, repetition).
+// A run record goes to the recorder as soon as it is made and is not kept:
+// memory does not grow with the number of runs. Reports are built from the
+// recorder a page at a time (Recorder.AllRuns): ReportFrom reduces the runs
+// (grade.Reduce) into a Report with the exit code of SPEC §7.2, keeping
+// per-case samples only; Show and CompareReports build the show and
+// compare forms; WriteJUnit writes one testcase per (case, repetition).
 package eval

@@ -403,3 +403,13 @@ func decodeJSON[T any](t *testing.T, raw json.RawMessage) T {
 	}
 	return v
 }
+
+// sortRuns orders records by case id, then repetition.
+func sortRuns(runs []store.RunRecord) {
+	slices.SortFunc(runs, func(a, b store.RunRecord) int {
+		if c := strings.Compare(a.CaseID, b.CaseID); c != 0 {
+			return c
+		}
+		return a.Repetition - b.Repetition
+	})
+}

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -644,14 +643,4 @@ func selectPairs(prior []store.RunRecord, retryErrors bool) func(caseID string, 
 		}
 		return true, prev
 	}
-}
-
-// sortRuns orders records by case id, then repetition.
-func sortRuns(runs []store.RunRecord) {
-	slices.SortFunc(runs, func(a, b store.RunRecord) int {
-		if c := strings.Compare(a.CaseID, b.CaseID); c != 0 {
-			return c
-		}
-		return a.Repetition - b.Repetition
-	})
 }
