@@ -360,7 +360,8 @@ func (r *Runner) Run(ctx context.Context, s *suite.Suite) (*Result, error) {
 
 	seed := cfg.Seed
 	var (
-		exp store.Experiment
+		exp   store.Experiment
+		prior []store.RunRecord
 		// selected says whether a pair runs, and its stored record.
 		selected = func(string, int) (bool, *store.RunRecord) { return true, nil }
 	)
@@ -370,7 +371,6 @@ func (r *Runner) Run(ctx context.Context, s *suite.Suite) (*Result, error) {
 		if id == "" {
 			id = cfg.RetryErrors
 		}
-		var prior []store.RunRecord
 		exp, prior, err = r.reopen(ctx, id, s, caps)
 		if err != nil {
 			return nil, err
@@ -434,23 +434,52 @@ func (r *Runner) Run(ctx context.Context, s *suite.Suite) (*Result, error) {
 	r.log.Debug("experiment started", slog.String("experiment_id", exp.ID), slog.String("suite", s.Name),
 		slog.String("suite_version", s.VersionID()), slog.Int("runs", total), slog.Int("concurrency", limit))
 
-	// Each run record goes to the recorder as it is made and is not kept:
-	// the report is built from the recorder at the end.
+	// Each run record goes to the recorder as it is made and is not kept;
+	// the summary keeps per-case samples only. The experiment is the prior
+	// records of a resume overlaid with this run's: a prior record counts
+	// unless its pair runs again.
+	sm := newSummarizer(exp, len(s.Cases), cfg.Criteria, seed)
+	var smMu sync.Mutex
+	count := func(rec store.RunRecord) {
+		smMu.Lock()
+		sm.add(rec)
+		smMu.Unlock()
+	}
+	planReps := make(map[string]int, len(plans))
+	for _, p := range plans {
+		planReps[p.c.ID] = p.reps
+	}
+	for _, p := range prior {
+		if ok, _ := selected(p.CaseID, p.Repetition); ok && p.Repetition <= planReps[p.CaseID] {
+			continue // counted when it ran, or below if it never does
+		}
+		count(p)
+	}
 	r.progress.Start(total)
-	var wg sync.WaitGroup
-launch:
+	var (
+		wg      sync.WaitGroup
+		stopped bool
+	)
 	for i := range plans {
 		for rep := 1; rep <= plans[i].reps; rep++ {
 			ok, prev := selected(plans[i].c.ID, rep)
 			if !ok {
 				continue
 			}
-			if err := x.lim.acquire(ctx); err != nil {
-				break launch
+			if !stopped {
+				if err := x.lim.acquire(ctx); err != nil {
+					stopped = true
+				} else if x.fatalErr() != nil {
+					x.lim.release()
+					stopped = true
+				}
 			}
-			if x.fatalErr() != nil {
-				x.lim.release()
-				break launch
+			if stopped {
+				// Not run: the stored record, if any, still counts.
+				if prev != nil {
+					count(*prev)
+				}
+				continue
 			}
 			p := pair{casePlan: &plans[i], rep: rep, prev: prev}
 			wg.Go(func() {
@@ -460,6 +489,7 @@ launch:
 					x.setFatal(err)
 					return
 				}
+				count(rec)
 				if rec.Classification != "" {
 					r.progress.Done(rec)
 				}
@@ -472,14 +502,9 @@ launch:
 		return nil, fmt.Errorf("experiment %s: %w", exp.ID, err)
 	}
 
-	// The experiment is every stored record: the prior ones of a resume
-	// overlaid with this run's.
 	_, peak := x.lim.state()
 	res := &Result{Experiment: exp, PeakConcurrency: peak, Interrupted: ctx.Err() != nil}
-	res.Report, err = summarizeFrom(ioCtx, r.rec, exp, len(s.Cases), cfg.Criteria, seed)
-	if err != nil {
-		return nil, err
-	}
+	res.Report = sm.report()
 	for _, w := range res.Report.Warnings {
 		r.progress.Warn(w)
 		r.log.Warn(w, slog.String("experiment_id", exp.ID))

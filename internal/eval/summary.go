@@ -158,9 +158,8 @@ func summarizeFrom(ctx context.Context, rec Recorder, e store.Experiment, cases 
 }
 
 // summarizer reduces run records one at a time. It keeps what the report
-// needs of each case — one small sample per run and sums — and nothing
-// else of a record, so that an experiment of any size is summarised in
-// memory proportional to its runs' samples.
+// needs of each case — one small sample per run — and nothing else of a
+// record. It is not safe for concurrent use.
 type summarizer struct {
 	rep    Report
 	cases  int
@@ -174,31 +173,15 @@ type summarizer struct {
 type caseAgg struct {
 	samples  []repSample
 	timedOut int
-	lat, tok sumCount
-	cost     sumCount
 }
 
-// repSample is one classified run's sample with its repetition, which
-// orders the samples (and so the seeded bootstrap) whatever order the
-// records arrive in.
+// repSample is what the summary keeps of one classified run, with its
+// repetition, which orders the samples (and so the seeded bootstrap and
+// the sums of the means) whatever order the records arrive in.
 type repSample struct {
-	rep int
-	s   grade.Sample
-}
-
-type sumCount struct {
-	sum float64
-	n   int
-}
-
-func (s *sumCount) add(v float64) { s.sum += v; s.n++ }
-
-func (s sumCount) mean() *float64 {
-	if s.n == 0 {
-		return nil
-	}
-	m := s.sum / float64(s.n)
-	return &m
+	rep            int
+	s              grade.Sample
+	lat, tok, cost *float64
 }
 
 func newSummarizer(e store.Experiment, cases int, c Criteria, seed uint64) *summarizer {
@@ -237,19 +220,11 @@ func (sm *summarizer) add(r store.RunRecord) {
 	default:
 		rep.Errors++
 	}
-	agg.samples = append(agg.samples, repSample{rep: r.Repetition, s: grade.Sample{Class: grade.Classification(r.Classification), Score: r.Score}})
+	u := runUsage(r)
+	agg.samples = append(agg.samples, repSample{rep: r.Repetition, s: grade.Sample{Class: grade.Classification(r.Classification), Score: r.Score},
+		lat: r.LatencyMS, tok: u.Tokens(), cost: u.CostUSD})
 	if r.TimedOut {
 		agg.timedOut++
-	}
-	if r.LatencyMS != nil {
-		agg.lat.add(*r.LatencyMS)
-	}
-	u := runUsage(r)
-	if t := u.Tokens(); t != nil {
-		agg.tok.add(*t)
-	}
-	if u.CostUSD != nil {
-		agg.cost.add(*u.CostUSD)
 	}
 }
 
@@ -310,10 +285,19 @@ func reduceCase(id string, agg *caseAgg, threshold float64, seed uint64) CaseRes
 	slices.SortStableFunc(agg.samples, func(a, b repSample) int { return a.rep - b.rep })
 	samples := make([]grade.Sample, len(agg.samples))
 	scored := 0
+	var lat, tok, cost []float64
 	for i, s := range agg.samples {
 		samples[i] = s.s
 		if s.s.Class == grade.Passed || s.s.Class == grade.Failed {
 			scored++
+		}
+		for _, m := range []struct {
+			v   *float64
+			dst *[]float64
+		}{{s.lat, &lat}, {s.tok, &tok}, {s.cost, &cost}} {
+			if m.v != nil {
+				*m.dst = append(*m.dst, *m.v)
+			}
 		}
 	}
 	ks := []int{1}
@@ -329,8 +313,20 @@ func reduceCase(id string, agg *caseAgg, threshold float64, seed uint64) CaseRes
 	default:
 		cr.Result = "failed"
 	}
-	cr.LatencyMS, cr.Tokens, cr.CostUSD = agg.lat.mean(), agg.tok.mean(), agg.cost.mean()
+	cr.LatencyMS, cr.Tokens, cr.CostUSD = meanPtr(lat), meanPtr(tok), meanPtr(cost)
 	return cr
+}
+
+func meanPtr(v []float64) *float64 {
+	if len(v) == 0 {
+		return nil
+	}
+	s := 0.0
+	for _, x := range v {
+		s += x
+	}
+	m := s / float64(len(v))
+	return &m
 }
 
 // ExitCode decides the exit code of SPEC §7.2, in its order: 1 when
