@@ -177,11 +177,21 @@ type caseAgg struct {
 
 // repSample is what the summary keeps of one classified run, with its
 // repetition, which orders the samples (and so the seeded bootstrap and
-// the sums of the means) whatever order the records arrive in.
+// the sums of the means) whatever order the records arrive in. Absent
+// numbers are NaN, which grade.Reduce treats as no score: a sample holds
+// no pointer and costs no allocation of its own.
 type repSample struct {
-	rep            int
-	s              grade.Sample
-	lat, tok, cost *float64
+	rep                   int
+	class                 grade.Classification
+	score, lat, tok, cost float64
+}
+
+// orNaN is *v, NaN when v is nil.
+func orNaN(v *float64) float64 {
+	if v == nil {
+		return math.NaN()
+	}
+	return *v
 }
 
 func newSummarizer(e store.Experiment, cases int, c Criteria, seed uint64) *summarizer {
@@ -221,8 +231,8 @@ func (sm *summarizer) add(r store.RunRecord) {
 		rep.Errors++
 	}
 	u := runUsage(r)
-	agg.samples = append(agg.samples, repSample{rep: r.Repetition, s: grade.Sample{Class: grade.Classification(r.Classification), Score: r.Score},
-		lat: r.LatencyMS, tok: u.Tokens(), cost: u.CostUSD})
+	agg.samples = append(agg.samples, repSample{rep: r.Repetition, class: grade.Classification(r.Classification),
+		score: orNaN(r.Score), lat: orNaN(r.LatencyMS), tok: orNaN(u.Tokens()), cost: orNaN(u.CostUSD)})
 	if r.TimedOut {
 		agg.timedOut++
 	}
@@ -287,16 +297,19 @@ func reduceCase(id string, agg *caseAgg, threshold float64, seed uint64) CaseRes
 	scored := 0
 	var lat, tok, cost []float64
 	for i, s := range agg.samples {
-		samples[i] = s.s
-		if s.s.Class == grade.Passed || s.s.Class == grade.Failed {
+		samples[i] = grade.Sample{Class: s.class}
+		if !math.IsNaN(s.score) {
+			samples[i].Score = &s.score
+		}
+		if s.class == grade.Passed || s.class == grade.Failed {
 			scored++
 		}
 		for _, m := range []struct {
-			v   *float64
+			v   float64
 			dst *[]float64
 		}{{s.lat, &lat}, {s.tok, &tok}, {s.cost, &cost}} {
-			if m.v != nil {
-				*m.dst = append(*m.dst, *m.v)
+			if !math.IsNaN(m.v) {
+				*m.dst = append(*m.dst, m.v)
 			}
 		}
 	}
