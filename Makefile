@@ -3,7 +3,7 @@
 #   make test                 whole suite, race detector, against throwaway
 #                             PostgreSQL and S3 servers (scripts/testenv.sh)
 #   make test TESTFLAGS=-v    extra `go test` flags (also PKGS=./internal/...)
-#   make build | vet | fmt-check | bench | bench-gateway | fuzz-smoke
+#   make build | vet | fmt-check | bench | bench-gateway | bench-eval-memory | fuzz-smoke
 
 GO         ?= go
 PKGS       ?= ./...
@@ -26,7 +26,7 @@ FUZZ_TARGETS ?= ./internal/api:FuzzTurnsIntake ./internal/jcs:FuzzAppendCanonica
 	./internal/harnesscheck:FuzzPathProblem ./internal/harnesscheck:FuzzTitleProbe
 FUZZTIME     ?= 20000x
 
-.PHONY: all test build vet fmt-check bench bench-gateway fuzz-smoke
+.PHONY: all test build vet fmt-check bench bench-gateway bench-eval-memory fuzz-smoke
 
 all: fmt-check vet build test
 
@@ -52,6 +52,16 @@ bench:
 GWBENCHFLAGS ?=
 bench-gateway:
 	$(GO) run ./internal/gateway/gwbench $(GWBENCHFLAGS)
+
+# bench-eval-memory measures the evaluator's peak RSS and runs/s at 10,000
+# and 100,000 runs (instant harness stub, concurrency 64, SQLite and file
+# blobs), each measurement in a process of its own since peak RSS is per
+# process; it prints the medians. Not part of CI: the 100,000-run size takes
+# minutes. E.g. EVALBENCHFLAGS='-sizes 10000 -count 5'.
+EVALBENCHFLAGS ?=
+bench-eval-memory:
+	$(GO) build -o bin/evalbench ./internal/eval/evalbench
+	bin/evalbench $(EVALBENCHFLAGS)
 
 fuzz-smoke:
 	@set -e; \

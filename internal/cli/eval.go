@@ -1,11 +1,13 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"log/slog"
 	"math"
 	"net"
@@ -19,7 +21,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -302,10 +303,7 @@ func (a *app) evalRun(cmd *cobra.Command, suitePath string, f *evalRunFlags) err
 		return evalConfigErr("%v", err)
 	}
 
-	var progress eval.Progress = eval.NewLineProgress(a.stderr, clock.Real{})
-	if isTerminalWriter(a.stderr) {
-		progress = eval.NewBarProgress(a.stderr)
-	}
+	progress := eval.NewProgress(a.stderr, terminalColumns(a.stderr), clock.Real{})
 	runner, err := eval.NewRunner(cfg, eval.Deps{
 		Client: client, Recorder: rec, Fixtures: fixtures, Logger: log, Clock: clock.Real{}, Progress: progress,
 		GradeEnv: env,
@@ -322,7 +320,7 @@ func (a *app) evalRun(cmd *cobra.Command, suitePath string, f *evalRunFlags) err
 		return err
 	}
 	if f.junit != "" {
-		if err := writeJUnitFile(f.junit, res); err != nil {
+		if err := writeJUnitFile(f.junit, res.Report.Summary, rec.AllRuns(ioCtx, res.Experiment.ID)); err != nil {
 			return err
 		}
 	}
@@ -396,17 +394,13 @@ func serveFixtures(ctx context.Context, fx *eval.Fixtures, addr, publicURL strin
 	}, nil
 }
 
-func isTerminalWriter(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	return ok && (isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd()))
-}
-
-func writeJUnitFile(path string, res *eval.Result) error {
+// writeJUnitFile writes the JUnit report of runs, read from the store.
+func writeJUnitFile(path string, s eval.Summary, runs iter.Seq2[store.RunRecord, error]) error {
 	out, err := os.Create(path)
 	if err != nil {
 		return fmt.Errorf("junit: %w", err)
 	}
-	if err := eval.WriteJUnit(out, res.Report.Summary, res.Runs); err != nil {
+	if err := eval.WriteJUnit(out, s, runs); err != nil {
 		out.Close()
 		return fmt.Errorf("junit: %w", err)
 	}
@@ -509,6 +503,23 @@ func loadExperiment(ctx context.Context, rec eval.Recorder, id string) (store.Ex
 	return e, runs, err
 }
 
+// experimentReport reads an experiment and summarises its runs from the
+// store, one page at a time.
+func experimentReport(ctx context.Context, rec eval.Recorder, id string) (store.Experiment, eval.Report, error) {
+	if _, err := uuid.Parse(id); err != nil {
+		return store.Experiment{}, eval.Report{}, usagef("%q is not an experiment id", id)
+	}
+	e, err := rec.Experiment(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return e, eval.Report{}, fmt.Errorf("no experiment %s", id)
+	}
+	if err != nil {
+		return e, eval.Report{}, err
+	}
+	r, err := eval.ReportFrom(ctx, rec, e)
+	return e, r, err
+}
+
 func (a *app) evalShowCommand() *cobra.Command {
 	var (
 		asJSON              bool
@@ -517,9 +528,11 @@ func (a *app) evalShowCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "show ID",
 		Short: "Print an experiment and its runs",
-		Long: `Print experiment ID: its summary, its capabilities snapshot and every run
-with status, classification, timed_out, error, model, verdicts and trajectory
-validity. --json prints {"experiment":{…summary…,"capabilities":{…}},"runs":[…]}.`,
+		Long: `Print experiment ID: its summary, a table of every run with status,
+classification, model, trajectory validity and the error or failing verdicts,
+then each run's answer (or output), error and every verdict with its reason.
+--json prints {"experiment":{…summary…,"case_results":[…],"pass_rate_interval",
+"capabilities":{…}},"runs":[{…,"trajectory_sha256"}…]}.`,
 		Args: argsUsage(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.experimentReader(cmd, server, key, tenant, func(ctx context.Context, rec eval.Recorder) error {
@@ -589,6 +602,48 @@ func printShow(w io.Writer, e store.Experiment, s eval.ShowJSON) {
 			class, orDashStr(r.Model), traj, oneLineText(detail, 120))
 	}
 	tw.Flush()
+	for _, r := range s.Runs {
+		printShowRun(w, r)
+	}
+}
+
+// printShowRun prints what a run answered and why each grader decided as
+// it did: the answer (or the output when there is no answer), the error,
+// and one line per verdict.
+func printShowRun(w io.Writer, r eval.ShowRun) {
+	class := orDashStr(r.Classification)
+	if r.TimedOut {
+		class += " (timed out)"
+	}
+	fmt.Fprintf(w, "\n%s #%d  %s  %s\n", r.CaseID, r.Repetition, orDashStr(r.RunID), class)
+	const indent = "\n          "
+	switch {
+	case r.Answer != nil:
+		fmt.Fprintf(w, "  answer: %s\n", strings.ReplaceAll(*r.Answer, "\n", indent))
+	case len(r.Output) > 0 && string(r.Output) != "null":
+		var b bytes.Buffer
+		if err := json.Compact(&b, r.Output); err != nil {
+			b.Reset()
+			b.Write(r.Output)
+		}
+		fmt.Fprintf(w, "  output: %s\n", b.Bytes())
+	default:
+		fmt.Fprintln(w, "  answer: -")
+	}
+	if r.Error != nil {
+		fmt.Fprintf(w, "  error:  %s\n", strings.ReplaceAll(*r.Error, "\n", indent))
+	}
+	for _, v := range r.Verdicts {
+		mark := "abstain"
+		switch {
+		case v.Pass == nil:
+		case *v.Pass:
+			mark = "pass"
+		default:
+			mark = "FAIL"
+		}
+		fmt.Fprintf(w, "  %-7s %s: %s\n", mark, v.Grader, strings.ReplaceAll(v.Reason, "\n", indent))
+	}
 }
 
 func oneLineText(s string, n int) string {
@@ -616,11 +671,13 @@ failure, or an interval of the mean difference entirely below zero.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var regressed bool
 			err := a.experimentReader(cmd, server, key, tenant, func(ctx context.Context, rec eval.Recorder) error {
-				ea, ra, err := loadExperiment(ctx, rec, args[0])
+				// Each side is summarised from the store a page at a
+				// time, never holding its runs.
+				_, ra, err := experimentReport(ctx, rec, args[0])
 				if err != nil {
 					return err
 				}
-				eb, rb, err := loadExperiment(ctx, rec, args[1])
+				eb, rb, err := experimentReport(ctx, rec, args[1])
 				if err != nil {
 					return err
 				}
@@ -628,7 +685,7 @@ failure, or an interval of the mean difference entirely below zero.`,
 				if seed == 0 {
 					seed = 1
 				}
-				c := eval.Compare(ea, ra, eb, rb, seed)
+				c := eval.CompareReports(ra, rb, seed)
 				regressed = c.Regression
 				if asJSON {
 					return writeJSONTo(a.stdout, c)

@@ -7,9 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime/multipart"
 	"net/http"
-	"net/textproto"
 	"net/url"
 	"strconv"
 	"strings"
@@ -233,6 +231,10 @@ func (c *Client) do(ctx context.Context, method, path string, body io.Reader, co
 	if err != nil {
 		return nil, err
 	}
+	if mb, ok := body.(*multipartBody); ok {
+		// The length is known: never send a multipart body chunked.
+		req.ContentLength = mb.size
+	}
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
@@ -402,8 +404,10 @@ type Fixture struct {
 	Context string
 	// URL is set for a file_urls delivery.
 	URL string
-	// Open opens the bytes for a multipart delivery.
+	// Open opens the bytes for a multipart delivery; Size is their
+	// length.
 	Open func(ctx context.Context) (io.ReadCloser, error)
+	Size int64
 }
 
 // CreateRequest is one POST /runs.
@@ -446,17 +450,21 @@ func (c *Client) CreateRun(ctx context.Context, r CreateRequest) (string, error)
 	var (
 		body        io.Reader = bytes.NewReader(payload)
 		contentType           = "application/json"
+		mb          *multipartBody
 	)
 	if r.Multipart && len(r.Files) > 0 {
-		pr, pw := io.Pipe()
-		mw := multipart.NewWriter(pw)
-		contentType = mw.FormDataContentType()
-		body = pr
-		go func() { pw.CloseWithError(writeMultipart(ctx, mw, payload, r.Files)) }()
-		defer pr.Close()
+		mb, err = newMultipartBody(ctx, payload, r.Files)
+		if err != nil {
+			return "", fmt.Errorf("encode run request: %w", err)
+		}
+		// The transport closes the body, even on errors.
+		body, contentType = mb, mb.contentType
 	}
 	resp, err := c.call(ctx, op, http.MethodPost, "/runs", body, contentType,
 		http.StatusOK, http.StatusCreated, http.StatusAccepted)
+	if ce := (*CallError)(nil); mb != nil && errors.As(err, &ce) && ce.Kind == KindTransport {
+		ce.Err = mb.explain(ce.Err)
+	}
 	if err != nil {
 		return "", err
 	}
@@ -475,43 +483,6 @@ func (c *Client) CreateRun(ctx context.Context, r CreateRequest) (string, error)
 		return "", invalid(op, "schema", fmt.Errorf("run_id %q is not usable as a path segment", truncate(id, 64)))
 	}
 	return id, nil
-}
-
-// writeMultipart writes the payload part and one part per fixture, in
-// payload order (SPEC §7.2).
-func writeMultipart(ctx context.Context, mw *multipart.Writer, payload []byte, files []Fixture) error {
-	h := textproto.MIMEHeader{}
-	h.Set("Content-Disposition", `form-data; name="payload"`)
-	h.Set("Content-Type", "application/json")
-	w, err := mw.CreatePart(h)
-	if err != nil {
-		return err
-	}
-	if _, err := w.Write(payload); err != nil {
-		return err
-	}
-	for _, f := range files {
-		fh := textproto.MIMEHeader{}
-		fh.Set("Content-Disposition", `form-data; name="files"; filename="`+f.Name+`"`)
-		fh.Set("Content-Type", "application/octet-stream")
-		w, err := mw.CreatePart(fh)
-		if err != nil {
-			return err
-		}
-		rc, err := f.Open(ctx)
-		if err != nil {
-			return fmt.Errorf("open fixture %s: %w", f.Name, err)
-		}
-		_, err = io.Copy(w, rc)
-		cerr := rc.Close()
-		if err != nil {
-			return fmt.Errorf("read fixture %s: %w", f.Name, err)
-		}
-		if cerr != nil {
-			return fmt.Errorf("read fixture %s: %w", f.Name, cerr)
-		}
-	}
-	return mw.Close()
 }
 
 // RunStatus polls GET /runs/{id}. An answer that breaks the contract — no

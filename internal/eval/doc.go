@@ -27,7 +27,11 @@
 // multipart parts or as URLs: blob store URLs, or signed gyre URLs that a
 // FixtureSigner mints and Fixtures.Handler serves.
 //
-// Summarize reduces the runs (grade.Reduce) into a Report with the exit
-// code of SPEC §7.2; Show and Compare build the show and compare forms;
-// WriteJUnit writes one testcase per (case, repetition).
+// A run record goes to the recorder as soon as it is made and is not kept;
+// the run's report is reduced from per-case samples (grade.Reduce) into a
+// Report with the exit code of SPEC §7.2, so memory grows by a sample per
+// run, not a record. Stored experiments are read back a page at a time
+// (Recorder.AllRuns): ReportFrom summarises one the same way, Show and
+// CompareReports build the show and compare forms, and WriteJUnit writes
+// one testcase per (case, repetition).
 package eval

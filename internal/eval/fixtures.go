@@ -109,20 +109,14 @@ type Fixtures struct {
 
 	mu     sync.Mutex
 	byHash map[string]string // sha256 -> fixture name
+	sizes  map[string]int64  // sha256 -> size in bytes
 }
 
-// Prepare registers the suite's fixtures and, in embedded mode, uploads
-// them to the blob store (content-addressed: stored once).
+// Prepare registers the suite's fixtures with their sizes (a multipart
+// request declares its Content-Length up front) and, in embedded mode,
+// uploads them to the blob store (content-addressed: stored once).
 func (f *Fixtures) Prepare(ctx context.Context, s *suite.Suite) error {
-	f.mu.Lock()
-	if f.byHash == nil {
-		f.byHash = map[string]string{}
-	}
-	for name, sum := range s.Fixtures {
-		f.byHash[sum] = name
-	}
-	f.mu.Unlock()
-	if f.Blobs == nil || len(s.Fixtures) == 0 {
+	if len(s.Fixtures) == 0 {
 		return nil
 	}
 	root, err := os.OpenRoot(f.Dir)
@@ -130,6 +124,23 @@ func (f *Fixtures) Prepare(ctx context.Context, s *suite.Suite) error {
 		return fmt.Errorf("fixtures: %w", err)
 	}
 	defer root.Close()
+	f.mu.Lock()
+	if f.byHash == nil {
+		f.byHash, f.sizes = map[string]string{}, map[string]int64{}
+	}
+	f.mu.Unlock()
+	for name, sum := range s.Fixtures {
+		fi, err := root.Stat(name)
+		if err != nil {
+			return fmt.Errorf("fixture %s: %w", name, err)
+		}
+		f.mu.Lock()
+		f.byHash[sum], f.sizes[sum] = name, fi.Size()
+		f.mu.Unlock()
+	}
+	if f.Blobs == nil {
+		return nil
+	}
 	for name, sum := range s.Fixtures {
 		key, err := blobstore.FixtureKey(f.Tenant, sum)
 		if err != nil {
@@ -160,6 +171,18 @@ func (f *Fixtures) Prepare(ctx context.Context, s *suite.Suite) error {
 // fails if they do not hash to file.SHA256.
 func (f *Fixtures) Open(ctx context.Context, file suite.File) (io.ReadCloser, error) {
 	return f.openHash(ctx, file.Name, file.SHA256)
+}
+
+// Size is the size in bytes of a fixture revision that Prepare
+// registered.
+func (f *Fixtures) Size(file suite.File) (int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n, ok := f.sizes[file.SHA256]
+	if !ok {
+		return 0, fmt.Errorf("fixture %s was not prepared", file.Name)
+	}
+	return n, nil
 }
 
 func (f *Fixtures) openHash(ctx context.Context, name, sum string) (io.ReadCloser, error) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"iter"
 	"mime"
 	"mime/multipart"
 	"net/http"
@@ -271,6 +272,21 @@ func (m *memRecorder) Runs(_ context.Context, id string) ([]store.RunRecord, err
 	return out, nil
 }
 
+func (m *memRecorder) AllRuns(ctx context.Context, id string) iter.Seq2[store.RunRecord, error] {
+	return func(yield func(store.RunRecord, error) bool) {
+		runs, err := m.Runs(ctx, id)
+		if err != nil {
+			yield(store.RunRecord{}, err)
+			return
+		}
+		for _, r := range runs {
+			if !yield(r, nil) {
+				return
+			}
+		}
+	}
+}
+
 func (m *memRecorder) PutRun(_ context.Context, r store.RunRecord) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -386,4 +402,14 @@ func decodeJSON[T any](t *testing.T, raw json.RawMessage) T {
 		t.Fatalf("decode %s: %v", raw, err)
 	}
 	return v
+}
+
+// sortRuns orders records by case id, then repetition.
+func sortRuns(runs []store.RunRecord) {
+	slices.SortFunc(runs, func(a, b store.RunRecord) int {
+		if c := strings.Compare(a.CaseID, b.CaseID); c != 0 {
+			return c
+		}
+		return a.Repetition - b.Repetition
+	})
 }

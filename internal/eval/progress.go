@@ -49,6 +49,17 @@ func (t *tally) line() string {
 	return fmt.Sprintf("%d/%d runs, pass rate %s, %d errors", t.done, t.total, rate, t.errors)
 }
 
+// NewProgress picks the display for w (stderr) given the width of the
+// terminal it is, in columns: a bar on a terminal that reports its width,
+// plain lines otherwise — when w is not a terminal (columns 0) and when a
+// terminal reports zero columns, where a bar would render nothing.
+func NewProgress(w io.Writer, columns int, clk clock.Clock) Progress {
+	if columns > 0 {
+		return NewBarProgress(w)
+	}
+	return NewLineProgress(w, clk)
+}
+
 // BarProgress draws a progress bar on a terminal (stderr): runs done of
 // total, pass rate so far, errors, ETA.
 type BarProgress struct {
@@ -68,7 +79,7 @@ func NewBarProgress(w io.Writer) *BarProgress { return &BarProgress{w: w} }
 func (b *BarProgress) Start(total int) {
 	b.t.total = total
 	b.last = time.Now()
-	b.p = mpb.New(mpb.WithOutput(b.w), mpb.WithWidth(40), mpb.WithRefreshRate(150*time.Millisecond))
+	b.p = mpb.New(mpb.WithOutput(b.w), mpb.WithAutoRefresh(), mpb.WithWidth(40), mpb.WithRefreshRate(150*time.Millisecond))
 	b.bar = b.p.AddBar(int64(total),
 		mpb.PrependDecorators(decor.CountersNoUnit("%d/%d runs", decor.WCSyncWidth)),
 		mpb.AppendDecorators(
@@ -89,11 +100,13 @@ func (b *BarProgress) Start(total int) {
 // Done advances the bar.
 func (b *BarProgress) Done(r store.RunRecord) {
 	b.t.add(r)
+	// mpb's moving-average ETA is not safe for concurrent updates: runs
+	// finish on many goroutines, so increments are serialised.
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	now := time.Now()
 	d := now.Sub(b.last)
 	b.last = now
-	b.mu.Unlock()
 	b.bar.EwmaIncrement(d)
 }
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -29,6 +30,10 @@ type Recorder interface {
 	// Runs reads every run record of an experiment, by case, then
 	// repetition.
 	Runs(ctx context.Context, experimentID string) ([]store.RunRecord, error)
+	// AllRuns yields the same records one page at a time, so that a
+	// report over them holds one page, never every record. A failure
+	// is yielded as the last error.
+	AllRuns(ctx context.Context, experimentID string) iter.Seq2[store.RunRecord, error]
 	// PutRun writes one run record (idempotent); r.TenantID is the
 	// recorder's own.
 	PutRun(ctx context.Context, r store.RunRecord) error
@@ -67,19 +72,53 @@ func (r *StoreRecorder) Experiment(ctx context.Context, id string) (store.Experi
 
 // Runs reads every run record of an experiment.
 func (r *StoreRecorder) Runs(ctx context.Context, experimentID string) ([]store.RunRecord, error) {
+	return collectRuns(r.AllRuns(ctx, experimentID))
+}
+
+// AllRuns yields every run record of an experiment, a page at a time.
+func (r *StoreRecorder) AllRuns(ctx context.Context, experimentID string) iter.Seq2[store.RunRecord, error] {
+	return pagedRuns(func(cursor string) ([]store.RunRecord, string, error) {
+		return r.Store.ListRuns(ctx, r.Tenant, experimentID, store.Page{Limit: runPage, Cursor: cursor})
+	})
+}
+
+// runPage is how many run records are read at a time.
+const runPage = 500
+
+// pagedRuns yields the records of the pages page returns, from the
+// first cursor "" until a page has no next cursor.
+func pagedRuns(page func(cursor string) ([]store.RunRecord, string, error)) iter.Seq2[store.RunRecord, error] {
+	return func(yield func(store.RunRecord, error) bool) {
+		cursor := ""
+		for {
+			runs, next, err := page(cursor)
+			if err != nil {
+				yield(store.RunRecord{}, err)
+				return
+			}
+			for _, r := range runs {
+				if !yield(r, nil) {
+					return
+				}
+			}
+			if next == "" {
+				return
+			}
+			cursor = next
+		}
+	}
+}
+
+// collectRuns gathers what runs yields.
+func collectRuns(runs iter.Seq2[store.RunRecord, error]) ([]store.RunRecord, error) {
 	var out []store.RunRecord
-	cursor := ""
-	for {
-		page, next, err := r.Store.ListRuns(ctx, r.Tenant, experimentID, store.Page{Limit: 500, Cursor: cursor})
+	for r, err := range runs {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, page...)
-		if next == "" {
-			return out, nil
-		}
-		cursor = next
+		out = append(out, r)
 	}
+	return out, nil
 }
 
 // PutRun writes one run record.
@@ -285,10 +324,14 @@ func (r *RemoteRecorder) Experiment(ctx context.Context, id string) (store.Exper
 
 // Runs reads every run record of an experiment from the server.
 func (r *RemoteRecorder) Runs(ctx context.Context, experimentID string) ([]store.RunRecord, error) {
-	var out []store.RunRecord
-	cursor := ""
-	for {
-		path := "/api/v1/experiments/" + url.PathEscape(experimentID) + "/runs?limit=500"
+	return collectRuns(r.AllRuns(ctx, experimentID))
+}
+
+// AllRuns yields every run record of an experiment from the server, a
+// page at a time.
+func (r *RemoteRecorder) AllRuns(ctx context.Context, experimentID string) iter.Seq2[store.RunRecord, error] {
+	return pagedRuns(func(cursor string) ([]store.RunRecord, string, error) {
+		path := "/api/v1/experiments/" + url.PathEscape(experimentID) + "/runs?limit=" + strconv.Itoa(runPage)
 		if cursor != "" {
 			path += "&cursor=" + url.QueryEscape(cursor)
 		}
@@ -297,16 +340,14 @@ func (r *RemoteRecorder) Runs(ctx context.Context, experimentID string) ([]store
 			NextCursor *string   `json:"next_cursor"`
 		}
 		if err := r.send(ctx, http.MethodGet, path, nil, -1, "", &page); err != nil {
-			return nil, err
+			return nil, "", err
 		}
-		for _, j := range page.Items {
-			out = append(out, RunFromJSON("", experimentID, j))
+		out := make([]store.RunRecord, len(page.Items))
+		for i, j := range page.Items {
+			out[i] = RunFromJSON("", experimentID, j)
 		}
-		if page.NextCursor == nil || *page.NextCursor == "" {
-			return out, nil
-		}
-		cursor = *page.NextCursor
-	}
+		return out, deref(page.NextCursor), nil
+	})
 }
 
 // PutRun writes one run record on the server (idempotent).

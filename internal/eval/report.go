@@ -17,9 +17,11 @@ type ShowJSON struct {
 	Runs       []ShowRun      `json:"runs"`
 }
 
-// ShowExperiment is the summary of an experiment plus its capabilities.
+// ShowExperiment is the report of an experiment — the summary of SPEC
+// §7.2, then case_results, pass_rate_interval and the rest of what GET
+// /api/v1/experiments/{id} keeps as its summary — plus its capabilities.
 type ShowExperiment struct {
-	Summary
+	Report
 	Capabilities json.RawMessage `json:"capabilities"`
 }
 
@@ -38,6 +40,9 @@ type ShowRun struct {
 	Verdicts       []grade.Verdict `json:"verdicts"`
 	Trajectory     json.RawMessage `json:"trajectory"`
 	Files          json.RawMessage `json:"files"`
+	// TrajectorySHA256 names the stored trajectory blob, as GET
+	// /api/v1/experiments/{id}/runs shows it; null when none.
+	TrajectorySHA256 *string `json:"trajectory_sha256"`
 }
 
 // ConfigOf reads an experiment's config snapshot (zero when unreadable).
@@ -69,7 +74,7 @@ func ReportOf(e store.Experiment, runs []store.RunRecord) Report {
 // Show builds the JSON form of `gyre eval show`.
 func Show(e store.Experiment, runs []store.RunRecord) ShowJSON {
 	rep := ReportOf(e, runs)
-	out := ShowJSON{Experiment: ShowExperiment{Summary: rep.Summary, Capabilities: orNull(e.Capabilities)}, Runs: []ShowRun{}}
+	out := ShowJSON{Experiment: ShowExperiment{Report: rep, Capabilities: orNull(e.Capabilities)}, Runs: []ShowRun{}}
 	for _, r := range runs {
 		vs := []grade.Verdict{}
 		if len(r.Verdicts) > 0 {
@@ -79,6 +84,7 @@ func Show(e store.Experiment, runs []store.RunRecord) ShowJSON {
 			RunID: strPtr(r.RunID), CaseID: r.CaseID, Repetition: r.Repetition, Status: strPtr(r.Status),
 			Classification: strPtr(r.Classification), TimedOut: r.TimedOut, Error: strPtr(r.Error), Model: strPtr(r.Model),
 			Answer: r.Answer, Output: orNull(r.Output), Verdicts: vs, Trajectory: orNull(r.Trajectory), Files: orEmpty(r.Files),
+			TrajectorySHA256: strPtr(r.TrajectorySHA256),
 		})
 	}
 	return out
@@ -134,8 +140,14 @@ type Comparison struct {
 // Compare diffs experiment b against a, per case. Each side's case
 // results use its own case threshold.
 func Compare(a store.Experiment, runsA []store.RunRecord, b store.Experiment, runsB []store.RunRecord, seed uint64) Comparison {
-	ra, rb := ReportOf(a, runsA), ReportOf(b, runsB)
-	cmp := Comparison{A: a.ID, B: b.ID, PassRateA: ra.PassRate, PassRateB: rb.PassRate, Seed: seed,
+	return CompareReports(ReportOf(a, runsA), ReportOf(b, runsB), seed)
+}
+
+// CompareReports diffs report rb against ra, per case (ReportFrom builds
+// them from the store without holding the runs).
+func CompareReports(ra, rb Report, seed uint64) Comparison {
+	a, b := ra.ExperimentID, rb.ExperimentID
+	cmp := Comparison{A: a, B: b, PassRateA: ra.PassRate, PassRateB: rb.PassRate, Seed: seed,
 		Cases: []CaseDiff{}, NewFailures: []string{}, Fixed: []string{}}
 	sides := func(rep Report) map[string]*CaseSide {
 		m := map[string]*CaseSide{}
@@ -202,7 +214,7 @@ func Compare(a store.Experiment, runsA []store.RunRecord, b store.Experiment, ru
 	switch {
 	case len(cmp.NewFailures) > 0:
 		cmp.Regression = true
-		cmp.RegressionReason = fmt.Sprintf("%d case(s) passed in %s and fail in %s", len(cmp.NewFailures), a.ID, b.ID)
+		cmp.RegressionReason = fmt.Sprintf("%d case(s) passed in %s and fail in %s", len(cmp.NewFailures), a, b)
 	case cmp.Interval != nil && cmp.Interval.High < 0:
 		cmp.Regression = true
 		cmp.RegressionReason = fmt.Sprintf("the mean per-case pass rate fell by %.3f (95%% interval %.3f to %.3f)", -*cmp.MeanDelta, cmp.Interval.Low, cmp.Interval.High)

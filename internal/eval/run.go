@@ -65,15 +65,18 @@ type fetchedFile struct {
 
 // outcome is what became of one attempt.
 type outcome struct {
-	runID      string
-	status     *harnesskit.RunStatus
-	terminal   bool
-	timedOut   bool
-	interrupt  bool
-	stopped    bool      // a stop was acknowledged
-	stopAt     time.Time // when gyre asked for a stop (zero: never)
-	err        error
-	retryable  bool
+	runID     string
+	status    *harnesskit.RunStatus
+	terminal  bool
+	timedOut  bool
+	interrupt bool
+	stopped   bool      // a stop was acknowledged
+	stopAt    time.Time // when gyre asked for a stop (zero: never)
+	err       error
+	retryable bool
+	// invalid is set when the attempt ended on invalid RunStatus answers:
+	// they can never confirm a terminal status.
+	invalid    bool
 	created    time.Time
 	terminalAt time.Time
 }
@@ -280,6 +283,11 @@ func (r *Runner) request(x *experiment, p pair) (CreateRequest, error) {
 		fx := Fixture{Name: f.Name, Context: f.Context}
 		if req.Multipart {
 			file := f
+			size, err := r.fixtures.Size(f)
+			if err != nil {
+				return req, err
+			}
+			fx.Size = size
 			fx.Open = func(ctx context.Context) (io.ReadCloser, error) { return r.fixtures.Open(ctx, file) }
 		} else {
 			u, err := r.fixtures.URL(f, p.queue+p.timeout+time.Hour)
@@ -360,6 +368,7 @@ func (r *Runner) poll(ctx context.Context, x *experiment, p pair, runID string, 
 			failures++
 			if failures > r.cfg.InvalidPolls {
 				o.err, o.retryable = fmt.Errorf("%w (after %d polls)", err, failures), true
+				o.invalid = errors.As(err, &ce) && ce.Kind == KindInvalid
 				return o
 			}
 			delay = r.nextDelay(delay)
@@ -417,9 +426,15 @@ func (r *Runner) interrupted(ctx context.Context, x *experiment, o outcome) outc
 }
 
 // abandon stops a run that is being retried and holds its slot until it
-// ends or SlotHold has passed since the stop.
+// ends or SlotHold has passed since the stop. A run whose answers were
+// invalid is stopped but not waited for (SPEC §7.2): the same invalid
+// answers can never confirm a terminal status, so its slot is freed at
+// once.
 func (r *Runner) abandon(ctx context.Context, x *experiment, o *outcome) {
 	r.stop(ctx, x, o)
+	if o.invalid {
+		return
+	}
 	r.waitTerminal(ctx, x, o, o.stopAt.Add(r.cfg.SlotHold))
 }
 

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -255,12 +254,11 @@ type ExperimentConfig struct {
 	PlannedRuns     int      `json:"planned_runs"`
 }
 
-// Result is the outcome of Run.
+// Result is the outcome of Run. It holds no run record: they are in the
+// recorder (AllRuns), and the report was built from there.
 type Result struct {
 	Experiment store.Experiment
 	Report     Report
-	// Runs holds every run record of the experiment.
-	Runs []store.RunRecord
 	// Interrupted is set when ctx ended before every run finished; the
 	// experiment can be resumed.
 	Interrupted bool
@@ -270,13 +268,21 @@ type Result struct {
 	ExitCode int
 }
 
-// pair is one (case, repetition) to run.
-type pair struct {
+// casePlan is one case to run, with its graders, repetitions and
+// timeouts.
+type casePlan struct {
 	c       suite.Case
-	rep     int
+	reps    int
 	graders grade.Suite
 	timeout time.Duration
 	queue   time.Duration
+}
+
+// pair is one (case, repetition) to run. Pairs are made as they are
+// launched, never all at once: an experiment's size costs no memory.
+type pair struct {
+	*casePlan
+	rep int
 	// prev is the stored record when resuming.
 	prev *store.RunRecord
 }
@@ -292,9 +298,8 @@ type experiment struct {
 	// in-flight runs are stopped.
 	interrupt context.Context
 
-	mu      sync.Mutex
-	fatal   error
-	results map[string]store.RunRecord
+	mu    sync.Mutex
+	fatal error
 }
 
 func pairKey(caseID string, rep int) string { return fmt.Sprintf("%s\x00%d", caseID, rep) }
@@ -331,7 +336,7 @@ func (r *Runner) Run(ctx context.Context, s *suite.Suite) (*Result, error) {
 	if v := caps.Version(); v != harnesskit.ContractVersion {
 		return nil, configErr("unsupported_contract_version", "the harness implements contract_version %q; gyre speaks %q", truncate(v, 64), harnesskit.ContractVersion)
 	}
-	x := &experiment{caps: caps, interrupt: ctx, results: map[string]store.RunRecord{}}
+	x := &experiment{caps: caps, interrupt: ctx}
 	if caps.Accepts != nil {
 		x.accepts = *caps.Accepts
 	}
@@ -344,15 +349,21 @@ func (r *Runner) Run(ctx context.Context, s *suite.Suite) (*Result, error) {
 	if err := r.checkCases(s, caps, x.accepts); err != nil {
 		return nil, err
 	}
-	pairs, err := r.plan(s)
+	plans, err := r.plan(s)
 	if err != nil {
 		return nil, err
+	}
+	planned := 0
+	for _, p := range plans {
+		planned += p.reps
 	}
 
 	seed := cfg.Seed
 	var (
 		exp   store.Experiment
 		prior []store.RunRecord
+		// selected says whether a pair runs, and its stored record.
+		selected = func(string, int) (bool, *store.RunRecord) { return true, nil }
 	)
 	switch {
 	case cfg.Resume != "" || cfg.RetryErrors != "":
@@ -368,7 +379,7 @@ func (r *Runner) Run(ctx context.Context, s *suite.Suite) (*Result, error) {
 		if json.Unmarshal(exp.Config, &old) == nil && old.Seed != 0 {
 			seed = old.Seed
 		}
-		pairs = selectPairs(pairs, prior, cfg.RetryErrors != "")
+		selected = selectPairs(prior, cfg.RetryErrors != "")
 	default:
 		if seed == 0 {
 			seed = randomSeed()
@@ -377,7 +388,7 @@ func (r *Runner) Run(ctx context.Context, s *suite.Suite) (*Result, error) {
 			Repetitions: cfg.Repetitions, Concurrency: cfg.Concurrency, Model: cfg.Model, Retries: cfg.Retries,
 			FailedIsFailure: cfg.FailedIsFailure, FailUnder: cfg.Criteria.FailUnder,
 			CaseThreshold: cfg.Criteria.CaseThreshold, MaxErrorRate: cfg.Criteria.MaxErrorRate,
-			MaxUnscoredRate: cfg.Criteria.MaxUnscoredRate, Seed: seed, Cases: len(s.Cases), PlannedRuns: len(pairs),
+			MaxUnscoredRate: cfg.Criteria.MaxUnscoredRate, Seed: seed, Cases: len(s.Cases), PlannedRuns: planned,
 		}
 		if cfg.Timeout > 0 {
 			ec.Timeout = cfg.Timeout.String()
@@ -398,7 +409,7 @@ func (r *Runner) Run(ctx context.Context, s *suite.Suite) (*Result, error) {
 	}
 	x.id = exp.ID
 
-	if r.needsFixtures(pairs) {
+	if r.needsFixtures(plans) {
 		if r.fixtures == nil {
 			return nil, configErr("fixtures_unavailable", "cases have files but no fixture source is configured")
 		}
@@ -412,33 +423,78 @@ func (r *Runner) Run(ctx context.Context, s *suite.Suite) (*Result, error) {
 		limit = *l.MaxConcurrentRuns
 	}
 	x.lim = newLimiter(limit)
+	total := 0
+	for _, p := range plans {
+		for rep := 1; rep <= p.reps; rep++ {
+			if ok, _ := selected(p.c.ID, rep); ok {
+				total++
+			}
+		}
+	}
 	r.log.Debug("experiment started", slog.String("experiment_id", exp.ID), slog.String("suite", s.Name),
-		slog.String("suite_version", s.VersionID()), slog.Int("runs", len(pairs)), slog.Int("concurrency", limit))
+		slog.String("suite_version", s.VersionID()), slog.Int("runs", total), slog.Int("concurrency", limit))
 
-	r.progress.Start(len(pairs))
-	var wg sync.WaitGroup
-	for _, p := range pairs {
-		if err := x.lim.acquire(ctx); err != nil {
-			break
+	// Each run record goes to the recorder as it is made and is not kept;
+	// the summary keeps per-case samples only. The experiment is the prior
+	// records of a resume overlaid with this run's: a prior record counts
+	// unless its pair runs again.
+	sm := newSummarizer(exp, len(s.Cases), cfg.Criteria, seed)
+	var smMu sync.Mutex
+	count := func(rec store.RunRecord) {
+		smMu.Lock()
+		sm.add(rec)
+		smMu.Unlock()
+	}
+	planReps := make(map[string]int, len(plans))
+	for _, p := range plans {
+		planReps[p.c.ID] = p.reps
+	}
+	for _, p := range prior {
+		if ok, _ := selected(p.CaseID, p.Repetition); ok && p.Repetition <= planReps[p.CaseID] {
+			continue // counted when it ran, or below if it never does
 		}
-		if x.fatalErr() != nil {
-			x.lim.release()
-			break
+		count(p)
+	}
+	r.progress.Start(total)
+	var (
+		wg      sync.WaitGroup
+		stopped bool
+	)
+	for i := range plans {
+		for rep := 1; rep <= plans[i].reps; rep++ {
+			ok, prev := selected(plans[i].c.ID, rep)
+			if !ok {
+				continue
+			}
+			if !stopped {
+				if err := x.lim.acquire(ctx); err != nil {
+					stopped = true
+				} else if x.fatalErr() != nil {
+					x.lim.release()
+					stopped = true
+				}
+			}
+			if stopped {
+				// Not run: the stored record, if any, still counts.
+				if prev != nil {
+					count(*prev)
+				}
+				continue
+			}
+			p := pair{casePlan: &plans[i], rep: rep, prev: prev}
+			wg.Go(func() {
+				defer x.lim.release()
+				rec, err := r.runPair(ioCtx, x, p)
+				if err != nil {
+					x.setFatal(err)
+					return
+				}
+				count(rec)
+				if rec.Classification != "" {
+					r.progress.Done(rec)
+				}
+			})
 		}
-		wg.Go(func() {
-			defer x.lim.release()
-			rec, err := r.runPair(ioCtx, x, p)
-			if err != nil {
-				x.setFatal(err)
-				return
-			}
-			x.mu.Lock()
-			x.results[pairKey(rec.CaseID, rec.Repetition)] = rec
-			x.mu.Unlock()
-			if rec.Classification != "" {
-				r.progress.Done(rec)
-			}
-		})
 	}
 	wg.Wait()
 	r.progress.Finish()
@@ -446,22 +502,9 @@ func (r *Runner) Run(ctx context.Context, s *suite.Suite) (*Result, error) {
 		return nil, fmt.Errorf("experiment %s: %w", exp.ID, err)
 	}
 
-	// The experiment is every prior record overlaid with this run's.
-	all := map[string]store.RunRecord{}
-	for _, p := range prior {
-		all[pairKey(p.CaseID, p.Repetition)] = p
-	}
-	for k, v := range x.results {
-		all[k] = v
-	}
-	runs := make([]store.RunRecord, 0, len(all))
-	for _, v := range all {
-		runs = append(runs, v)
-	}
-	sortRuns(runs)
 	_, peak := x.lim.state()
-	res := &Result{Experiment: exp, Runs: runs, PeakConcurrency: peak, Interrupted: ctx.Err() != nil}
-	res.Report = Summarize(exp, runs, len(s.Cases), cfg.Criteria, seed)
+	res := &Result{Experiment: exp, PeakConcurrency: peak, Interrupted: ctx.Err() != nil}
+	res.Report = sm.report()
 	for _, w := range res.Report.Warnings {
 		r.progress.Warn(w)
 		r.log.Warn(w, slog.String("experiment_id", exp.ID))
@@ -531,22 +574,21 @@ func (r *Runner) checkCases(s *suite.Suite, caps harnesskit.Capabilities, acc ha
 	return nil
 }
 
-// plan lists every (case, repetition) with its graders and timeouts.
+// plan lists every case with its graders, repetitions and timeouts.
 // Flags override the case, which overrides the suite defaults, which
 // override the built-in defaults.
-func (r *Runner) plan(s *suite.Suite) ([]pair, error) {
-	var out []pair
+func (r *Runner) plan(s *suite.Suite) ([]casePlan, error) {
+	out := make([]casePlan, 0, len(s.Cases))
 	for _, c := range s.Cases {
 		g, err := c.Compile()
 		if err != nil {
 			return nil, configErr("invalid_graders", "case %s: %v", c.ID, err)
 		}
-		reps := firstPositive(r.cfg.Repetitions, c.Repetitions, s.Defaults.Repetitions, DefaultRepetitions)
 		timeout := firstPositive(r.cfg.Timeout, c.Timeout, s.Defaults.Timeout, DefaultTimeout)
-		queue := firstPositive(r.cfg.QueueTimeout, timeout)
-		for rep := 1; rep <= reps; rep++ {
-			out = append(out, pair{c: c, rep: rep, graders: g, timeout: timeout, queue: queue})
-		}
+		out = append(out, casePlan{
+			c: c, graders: g, timeout: timeout, queue: firstPositive(r.cfg.QueueTimeout, timeout),
+			reps: firstPositive(r.cfg.Repetitions, c.Repetitions, s.Defaults.Repetitions, DefaultRepetitions),
+		})
 	}
 	return out, nil
 }
@@ -560,8 +602,8 @@ func firstPositive[T int | time.Duration](vals ...T) T {
 	return 0
 }
 
-func (r *Runner) needsFixtures(pairs []pair) bool {
-	for _, p := range pairs {
+func (r *Runner) needsFixtures(plans []casePlan) bool {
+	for _, p := range plans {
 		if len(p.c.Files) > 0 {
 			return true
 		}
@@ -605,42 +647,25 @@ func (r *Runner) reopen(ctx context.Context, id string, s *suite.Suite, caps har
 	return exp, runs, nil
 }
 
-// selectPairs keeps the pairs a resume or a retry runs. Resume skips
-// passed, failed and unscored pairs and re-polls runs still in flight;
-// retryErrors keeps only errored pairs.
-func selectPairs(pairs []pair, prior []store.RunRecord, retryErrors bool) []pair {
+// selectPairs says which pairs a resume or a retry runs, and their
+// stored records. Resume skips passed, failed and unscored pairs and
+// re-polls runs still in flight; retryErrors keeps only errored pairs.
+func selectPairs(prior []store.RunRecord, retryErrors bool) func(caseID string, rep int) (bool, *store.RunRecord) {
 	byKey := map[string]*store.RunRecord{}
 	for i := range prior {
 		byKey[pairKey(prior[i].CaseID, prior[i].Repetition)] = &prior[i]
 	}
-	var out []pair
-	for _, p := range pairs {
-		prev := byKey[pairKey(p.c.ID, p.rep)]
+	return func(caseID string, rep int) (bool, *store.RunRecord) {
+		prev := byKey[pairKey(caseID, rep)]
 		if retryErrors {
-			if prev != nil && prev.Classification == string(grade.Errored) {
-				p.prev = prev
-				out = append(out, p)
-			}
-			continue
+			return prev != nil && prev.Classification == string(grade.Errored), prev
 		}
 		if prev != nil {
 			switch prev.Classification {
 			case string(grade.Passed), string(grade.Failed), string(grade.Unscored):
-				continue
+				return false, nil
 			}
-			p.prev = prev
 		}
-		out = append(out, p)
+		return true, prev
 	}
-	return out
-}
-
-// sortRuns orders records by case id, then repetition.
-func sortRuns(runs []store.RunRecord) {
-	slices.SortFunc(runs, func(a, b store.RunRecord) int {
-		if c := strings.Compare(a.CaseID, b.CaseID); c != 0 {
-			return c
-		}
-		return a.Repetition - b.Repetition
-	})
 }

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -50,12 +52,17 @@ func mustRun(t *testing.T, ctx context.Context, e *env, cfg Config, doc string, 
 	return e.run(t, ctx, cfg, writeSuite(t, doc, fixtures))
 }
 
-func onlyRun(t *testing.T, res *Result) store.RunRecord {
+// onlyRun is the one run record the experiment of res recorded.
+func (e *env) onlyRun(t *testing.T, res *Result) store.RunRecord {
 	t.Helper()
-	if len(res.Runs) != 1 {
-		t.Fatalf("%d runs, want 1", len(res.Runs))
+	runs, err := e.rec.Runs(t.Context(), res.Experiment.ID)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return res.Runs[0]
+	if len(runs) != 1 {
+		t.Fatalf("%d runs, want 1", len(runs))
+	}
+	return runs[0]
 }
 
 func TestMultipartOnly(t *testing.T) {
@@ -64,7 +71,7 @@ func TestMultipartOnly(t *testing.T) {
 	s := writeSuite(t, filesSuite, fixtureFiles)
 	e := newEnv(t, h, s)
 	res := e.run(t, t.Context(), Config{}, s)
-	if r := onlyRun(t, res); r.Classification != "passed" {
+	if r := e.onlyRun(t, res); r.Classification != "passed" {
 		t.Fatalf("run = %+v, want passed", r)
 	}
 	creates, _, _, _ := h.snapshot()
@@ -106,7 +113,7 @@ func TestFileURLs(t *testing.T) {
 		}
 		e.fixtures.Signer = signer
 		res := e.run(t, t.Context(), Config{Timeout: time.Minute}, s)
-		if r := onlyRun(t, res); r.Classification != "passed" {
+		if r := e.onlyRun(t, res); r.Classification != "passed" {
 			t.Fatalf("%s: run = %+v", caps, r)
 		}
 		creates, _, _, _ := h.snapshot()
@@ -245,7 +252,7 @@ func TestModelOverride(t *testing.T) {
 	if c3[0].Payload["model"] != "big" {
 		t.Errorf("model = %v, want big", c3[0].Payload["model"])
 	}
-	if r := onlyRun(t, res); r.Model != "big-2024" || res.Report.Model == nil || *res.Report.Model != "big-2024" {
+	if r := e3.onlyRun(t, res); r.Model != "big-2024" || res.Report.Model == nil || *res.Report.Model != "big-2024" {
 		t.Errorf("recorded model %q / %v, want the reported big-2024", r.Model, res.Report.Model)
 	}
 }
@@ -359,7 +366,7 @@ func TestRunNeverEnds(t *testing.T) {
 		e := newEnv(t, h, s)
 		start := time.Now()
 		res := e.run(t, t.Context(), Config{Timeout: 10 * time.Second}, s)
-		r := onlyRun(t, res)
+		r := e.onlyRun(t, res)
 		if r.Classification != "failed" || !r.TimedOut {
 			t.Fatalf("run = %+v, want failed and timed out", r)
 		}
@@ -396,7 +403,7 @@ func TestQueueTimeout(t *testing.T) {
 		s := writeSuite(t, basicSuite, nil)
 		e := newEnv(t, h, s)
 		res := e.run(t, t.Context(), Config{Timeout: time.Hour, QueueTimeout: 5 * time.Second}, s)
-		r := onlyRun(t, res)
+		r := e.onlyRun(t, res)
 		if r.Classification != "error" || !strings.Contains(r.Error, "queue timeout") || r.TimedOut {
 			t.Fatalf("run = %+v, want an error for the queue timeout", r)
 		}
@@ -419,7 +426,7 @@ func TestServerErrorOnCreate(t *testing.T) {
 		e := newEnv(t, h, s)
 		start := time.Now()
 		res := e.run(t, t.Context(), Config{Retries: 2}, s)
-		r := onlyRun(t, res)
+		r := e.onlyRun(t, res)
 		if r.Classification != "error" || !strings.Contains(r.Error, "HTTP 500") {
 			t.Fatalf("run = %+v, want an error", r)
 		}
@@ -441,7 +448,7 @@ func TestServerErrorOnCreate(t *testing.T) {
 		if res2.Experiment.ID != res.Experiment.ID {
 			t.Fatalf("retry went to experiment %s, want %s", res2.Experiment.ID, res.Experiment.ID)
 		}
-		r2 := onlyRun(t, res2)
+		r2 := e.onlyRun(t, res2)
 		if r2.Classification != "passed" || res2.ExitCode != ExitOK {
 			t.Fatalf("after retry: %+v exit %d", r2, res2.ExitCode)
 		}
@@ -461,7 +468,7 @@ func TestClientErrorOnCreateNotRetried(t *testing.T) {
 	s := writeSuite(t, basicSuite, nil)
 	e := newEnv(t, h, s)
 	res := e.run(t, t.Context(), Config{Retries: 2}, s)
-	if r := onlyRun(t, res); r.Classification != "error" {
+	if r := e.onlyRun(t, res); r.Classification != "error" {
 		t.Fatalf("run = %+v", r)
 	}
 	if c, _, _, _ := h.snapshot(); len(c) != 1 {
@@ -481,7 +488,7 @@ func TestRedirectNotFollowed(t *testing.T) {
 		s := writeSuite(t, basicSuite, nil)
 		e := newEnv(t, h, s)
 		res := e.run(t, t.Context(), Config{Retries: 1}, s)
-		r := onlyRun(t, res)
+		r := e.onlyRun(t, res)
 		if r.Classification != "error" || !strings.Contains(r.Error, "invalid_response") {
 			t.Fatalf("run = %+v, want an invalid response", r)
 		}
@@ -508,16 +515,57 @@ func TestRunStatusWithoutModel(t *testing.T) {
 		s := writeSuite(t, basicSuite, nil)
 		e := newEnv(t, h, s)
 		res := e.run(t, t.Context(), Config{Retries: 1}, s)
-		r := onlyRun(t, res)
+		r := e.onlyRun(t, res)
 		if r.Classification != "error" || !strings.Contains(r.Error, "no model") {
 			t.Fatalf("run = %+v, want an error naming the missing model", r)
 		}
 		creates, _, polls, _ := h.snapshot()
 		// Each run is polled once plus three re-polls; a retry is a new
-		// run, and the abandoned one keeps its slot (polled for a terminal
-		// status) for up to 60 s first.
-		if len(creates) != 2 || polls["run-1"] < 4 || polls["run-2"] != 4 {
-			t.Errorf("creates %d, polls %v; want 2 runs, the last polled 4 times", len(creates), polls)
+		// run, and the abandoned one is not polled again.
+		if len(creates) != 2 || polls["run-1"] != 4 || polls["run-2"] != 4 {
+			t.Errorf("creates %d, polls %v; want 2 runs, each polled 4 times", len(creates), polls)
+		}
+	})
+}
+
+// TestInvalidStatusStopIsNotWaitedFor checks the amended rule of SPEC
+// §7.2: a run retried because its RunStatus answers were invalid is
+// stopped, but its slot is not held waiting for a terminal status that
+// the same invalid answers can never confirm.
+func TestInvalidStatusStopIsNotWaitedFor(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		h := newFakeHarness(t, `{"agent":"bot","accepts":{"stop":true}}`)
+		h.Status = func(string, int) (int, string) { return 200, `{"status":"running"}` }
+		s := writeSuite(t, basicSuite, nil)
+		e := newEnv(t, h, s)
+		start := time.Now()
+		res := e.run(t, t.Context(), Config{Retries: DefaultRetries}, s)
+		elapsed := time.Since(start)
+		r := e.onlyRun(t, res)
+		if r.Classification != "error" || !strings.Contains(r.Error, "no model") {
+			t.Fatalf("run = %+v, want an error naming the missing model", r)
+		}
+		if res.ExitCode != ExitError {
+			t.Errorf("exit code %d, want %d", res.ExitCode, ExitError)
+		}
+		creates, stops, polls, _ := h.snapshot()
+		if len(creates) != 3 {
+			t.Fatalf("%d runs created, want 3 (one and two retries)", len(creates))
+		}
+		// Every run is polled once plus three re-polls, and never again
+		// after its stop.
+		want := map[string]int{"run-1": 4, "run-2": 4, "run-3": 4}
+		if !maps.Equal(polls, want) {
+			t.Errorf("polls %v, want %v", polls, want)
+		}
+		if !slices.Equal(stops, []string{"run-1", "run-2"}) {
+			t.Errorf("stops %v, want the two retried runs stopped", stops)
+		}
+		// Polls and the two retry backoffs (2 s, 4 s), nothing near a
+		// slot hold of 60 s per retry.
+		if elapsed >= 10*time.Second {
+			t.Errorf("the experiment took %s of fake time, want under 10 s", elapsed)
 		}
 	})
 }
@@ -541,7 +589,7 @@ cases:
 		e := newEnv(t, h, s)
 		res := e.run(t, t.Context(), Config{Retries: 0}, s)
 		// Two invalid answers are polled again; the third poll is valid.
-		if r := onlyRun(t, res); r.Classification != "passed" || string(r.Output) != `{"refund":true}` {
+		if r := e.onlyRun(t, res); r.Classification != "passed" || string(r.Output) != `{"refund":true}` {
 			t.Fatalf("run = %+v", r)
 		}
 	})
@@ -564,7 +612,7 @@ func TestHarnessFailedStatus(t *testing.T) {
 		s := writeSuite(t, basicSuite, nil)
 		e := newEnv(t, h, s)
 		res := e.run(t, t.Context(), Config{FailedIsFailure: tt.failedIsFailure}, s)
-		r := onlyRun(t, res)
+		r := e.onlyRun(t, res)
 		if r.Classification != tt.want {
 			t.Errorf("%s (failed-is-failure %v): %s, want %s", tt.status, tt.failedIsFailure, r.Classification, tt.want)
 		}
@@ -607,7 +655,7 @@ cases:
 		s := writeSuite(t, doc, nil)
 		e := newEnv(t, h, s)
 		res := e.run(t, t.Context(), Config{}, s)
-		r := onlyRun(t, res)
+		r := e.onlyRun(t, res)
 		if r.Classification != tt.want {
 			t.Errorf("%s: %s, want %s; verdicts %s", tt.name, r.Classification, tt.want, r.Verdicts)
 		}
@@ -650,7 +698,7 @@ func TestOversizedTrajectory(t *testing.T) {
 		s := writeSuite(t, basicSuite, nil)
 		e := newEnv(t, h, s)
 		res := e.run(t, t.Context(), Config{Limits: Limits{Trajectory: 4 << 10}}, s)
-		r := onlyRun(t, res)
+		r := e.onlyRun(t, res)
 		info := decodeJSON[TrajectoryInfo](t, r.Trajectory)
 		if info.Valid || len(info.Errors) != 1 || !strings.HasPrefix(info.Errors[0], "too_large") {
 			t.Errorf("chunked %v: trajectory = %+v, want invalid too_large", chunked, info)
@@ -694,7 +742,7 @@ cases:
 `, nil)
 	e := newEnv(t, h, s)
 	res := e.run(t, t.Context(), Config{}, s)
-	r := onlyRun(t, res)
+	r := e.onlyRun(t, res)
 	if r.Classification != "passed" {
 		t.Fatalf("run = %+v verdicts %s", r, r.Verdicts)
 	}
@@ -796,7 +844,7 @@ func TestBackpressure(t *testing.T) {
 		e := newEnv(t, h, s)
 		start := time.Now()
 		res := e.run(t, t.Context(), Config{Retries: 0, Concurrency: 8}, s)
-		r := onlyRun(t, res)
+		r := e.onlyRun(t, res)
 		if r.Classification != "passed" {
 			t.Fatalf("run = %+v, want passed after backpressure", r)
 		}
@@ -1138,7 +1186,7 @@ func TestJUnit(t *testing.T) {
 	e := newEnv(t, h, s)
 	res := e.run(t, t.Context(), Config{Concurrency: 1}, s)
 	var b strings.Builder
-	if err := WriteJUnit(&b, res.Report.Summary, res.Runs); err != nil {
+	if err := WriteJUnit(&b, res.Report.Summary, e.rec.AllRuns(t.Context(), res.Experiment.ID)); err != nil {
 		t.Fatal(err)
 	}
 	out := b.String()
@@ -1165,7 +1213,7 @@ func TestTrajectoryBackpressure(t *testing.T) {
 		}
 		s := writeSuite(t, basicSuite, nil)
 		e := newEnv(t, h, s)
-		r := onlyRun(t, e.run(t, t.Context(), Config{}, s))
+		r := e.onlyRun(t, e.run(t, t.Context(), Config{}, s))
 		if info := decodeJSON[TrajectoryInfo](t, r.Trajectory); !info.Valid {
 			t.Errorf("trajectory = %+v, want valid after the backpressure wait", info)
 		}
@@ -1191,14 +1239,62 @@ func TestProgress(t *testing.T) {
 			t.Errorf("progress lacks %q:\n%s", want, b.String())
 		}
 	}
-	// The bar renders to any writer without blocking.
+	// The bar draws the counts, the pass rate so far and the errors, and
+	// prints warnings above itself.
 	var sb syncBuf
 	bp := NewBarProgress(&sb)
-	bp.Start(2)
+	bp.Start(3)
 	bp.Done(store.RunRecord{Classification: "passed"})
 	bp.Warn("careful")
 	bp.Done(store.RunRecord{Classification: "failed"})
+	bp.Done(store.RunRecord{Classification: "error", Error: "boom"})
 	bp.Finish()
+	out := sb.String()
+	if !strings.Contains(out, "warning: careful\n") {
+		t.Errorf("bar output lacks the warning:\n%q", out)
+	}
+	if !regexp.MustCompile(`(?m)^3/3 runs \[=+\]  pass 50\.0%  errors 1 `).MatchString(out) {
+		t.Errorf("bar output lacks the final bar with 3/3 runs, pass 50.0%%, 1 error:\n%q", out)
+	}
+}
+
+// TestBarProgressConcurrentDone checks that runs finishing on many
+// goroutines at once advance the bar safely (run it with -race) and all
+// count.
+func TestBarProgressConcurrentDone(t *testing.T) {
+	t.Parallel()
+	var sb syncBuf
+	bp := NewBarProgress(&sb)
+	bp.Start(400)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 50 {
+				bp.Done(store.RunRecord{Classification: "passed"})
+			}
+		})
+	}
+	wg.Wait()
+	bp.Finish()
+	if out := sb.String(); !strings.Contains(out, "400/400 runs") {
+		t.Errorf("bar output lacks 400/400 runs:\n%q", out)
+	}
+}
+
+// TestProgressByTerminalWidth checks which display a stderr gets: a bar
+// on a terminal that reports its width, lines when it is not a terminal
+// and when the terminal reports zero columns (a bar would draw nothing).
+func TestProgressByTerminalWidth(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		columns int
+		bar     bool
+	}{{0, false}, {-1, false}, {1, true}, {80, true}} {
+		p := NewProgress(io.Discard, tt.columns, nil)
+		if _, bar := p.(*BarProgress); bar != tt.bar {
+			t.Errorf("%d columns: %T, want a bar %v", tt.columns, p, tt.bar)
+		}
+	}
 }
 
 type syncBuf struct {
@@ -1210,4 +1306,77 @@ func (s *syncBuf) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestSummaryIndependentOfRecordOrder checks the rule that lets reports be
+// built from the store one record at a time: the report depends on the
+// records, not on the order they arrive in (the seeded bootstrap sees each
+// case's samples in repetition order).
+func TestSummaryIndependentOfRecordOrder(t *testing.T) {
+	t.Parallel()
+	var runs []store.RunRecord
+	classes := []string{"passed", "failed", "passed", "unscored", "error", "passed", "failed"}
+	for c := range 5 {
+		for rep := 1; rep <= len(classes); rep++ {
+			score := float64((c+rep)%4) / 3
+			lat := float64(100 * rep)
+			runs = append(runs, store.RunRecord{CaseID: fmt.Sprintf("case-%d", c), Repetition: rep,
+				Classification: classes[(c+rep)%len(classes)], Score: &score, LatencyMS: &lat, Model: "m1",
+				Usage: json.RawMessage(`{"prompt_tokens":3,"completion_tokens":4,"cost_usd":0.5}`)})
+		}
+	}
+	e := store.Experiment{ID: "x", Suite: "s", SuiteVersion: "1", Harness: "h"}
+	want := Summarize(e, runs, 5, DefaultCriteria(), 7)
+	for i := range 5 {
+		shuffled := slices.Clone(runs)
+		rnd := uint64(i + 1)
+		for j := len(shuffled) - 1; j > 0; j-- {
+			rnd = rnd*6364136223846793005 + 1442695040888963407
+			k := int(rnd>>33) % (j + 1)
+			shuffled[j], shuffled[k] = shuffled[k], shuffled[j]
+		}
+		got := Summarize(e, shuffled, 5, DefaultCriteria(), 7)
+		gj, _ := json.Marshal(got)
+		wj, _ := json.Marshal(want)
+		if string(gj) != string(wj) {
+			t.Fatalf("shuffle %d: report\n%s\nwant\n%s", i, gj, wj)
+		}
+	}
+}
+
+// TestRunReportIsTheStoredReport checks that the report of a run, built
+// from the recorder, is the one eval show computes later from the stored
+// records.
+func TestRunReportIsTheStoredReport(t *testing.T) {
+	t.Parallel()
+	h := newFakeHarness(t, `{"agent":"bot"}`)
+	h.Status = func(id string, _ int) (int, string) {
+		if id == "run-2" || id == "run-5" {
+			return 200, `{"status":"completed","answer":"no","model":"m1"}`
+		}
+		return 200, `{"status":"completed","answer":"Refund issued","model":"m1"}`
+	}
+	s := writeSuite(t, strings.Replace(basicSuite, "cases:", "defaults: {repetitions: 6}\ncases:", 1), nil)
+	e := newEnv(t, h, s)
+	res := e.run(t, t.Context(), Config{Concurrency: 3, Seed: 9}, s)
+	exp, err := e.rec.Experiment(t.Context(), res.Experiment.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs, err := e.rec.Runs(t.Context(), exp.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := ReportOf(exp, runs)
+	gj, _ := json.Marshal(res.Report)
+	wj, _ := json.Marshal(stored)
+	if res.Report.Runs != 6 || res.Report.Failed != 2 || string(gj) != string(wj) {
+		t.Errorf("run report\n%s\nwant the stored report\n%s", gj, wj)
+	}
 }

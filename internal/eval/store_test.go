@@ -2,6 +2,7 @@ package eval
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -240,5 +242,67 @@ func TestFixturesFromDir(t *testing.T) {
 	defer rc.Close()
 	if _, err := io.ReadAll(rc); err == nil || !strings.Contains(err.Error(), "changed since the suite was loaded") {
 		t.Errorf("reading changed bytes: %v", err)
+	}
+}
+
+// TestStoreRecorderAllRunsPages checks, on both engines, that AllRuns
+// yields every record across pages, in order, stops when asked, and that
+// a report built from it counts every run.
+func TestStoreRecorderAllRunsPages(t *testing.T) {
+	t.Parallel()
+	for _, eng := range storeEngines {
+		t.Run(eng.name, func(t *testing.T) {
+			t.Parallel()
+			st := eng.open(t)
+			tn, err := st.CreateTenant(t.Context(), "acme")
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec := &StoreRecorder{Store: st, Tenant: tn.ID}
+			e, err := rec.CreateExperiment(t.Context(), store.NewExperiment{Suite: "s", SuiteVersion: "1", Harness: "h", Capabilities: []byte(`{"agent":"a"}`)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			const n = runPage + 3
+			var wg sync.WaitGroup
+			for i := range n {
+				wg.Go(func() {
+					class := "passed"
+					if i%2 == 1 {
+						class = "failed"
+					}
+					if err := rec.PutRun(t.Context(), store.RunRecord{ExperimentID: e.ID, CaseID: fmt.Sprintf("c-%04d", i/2), Repetition: i%2 + 1, Classification: class, Model: "m"}); err != nil {
+						t.Error(err)
+					}
+				})
+			}
+			wg.Wait()
+			i := 0
+			for r, err := range rec.AllRuns(t.Context(), e.ID) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want := fmt.Sprintf("c-%04d", i/2); r.CaseID != want || r.Repetition != i%2+1 {
+					t.Fatalf("record %d is %s#%d, want %s#%d", i, r.CaseID, r.Repetition, want, i%2+1)
+				}
+				i++
+			}
+			if i != n {
+				t.Errorf("AllRuns yielded %d records, want %d", i, n)
+			}
+			seen := 0
+			for range rec.AllRuns(t.Context(), e.ID) {
+				if seen++; seen == 3 {
+					break
+				}
+			}
+			rep, err := ReportFrom(t.Context(), rec, e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Runs != n || rep.Passed != (n+1)/2 || rep.Failed != n/2 || len(rep.CaseResults) != (n+1)/2 {
+				t.Errorf("report %+v with %d case results, want %d runs", rep.Summary, len(rep.CaseResults), n)
+			}
+		})
 	}
 }

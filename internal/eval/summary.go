@@ -1,10 +1,12 @@
 package eval
 
 import (
+	"context"
 	"encoding/json"
 	"encoding/xml"
 	"fmt"
 	"io"
+	"iter"
 	"math"
 	"slices"
 	"strconv"
@@ -129,53 +131,138 @@ func runUsage(r store.RunRecord) RunUsage {
 // is the number of cases in the suite (0: count the cases seen in runs).
 // Runs without a classification (in flight, interrupted) count nowhere.
 func Summarize(e store.Experiment, runs []store.RunRecord, cases int, c Criteria, seed uint64) Report {
-	rep := Report{Summary: Summary{ExperimentID: e.ID, Suite: e.Suite, SuiteVersion: e.SuiteVersion, Harness: e.Harness},
-		CaseThreshold: c.CaseThreshold, Seed: seed, Warnings: []string{}, CaseResults: []CaseResult{}}
-	byCase := map[string][]store.RunRecord{}
-	var order []string
-	models := map[string]bool{}
+	sm := newSummarizer(e, cases, c, seed)
 	for _, r := range runs {
-		if _, ok := byCase[r.CaseID]; !ok {
-			order = append(order, r.CaseID)
+		sm.add(r)
+	}
+	return sm.report()
+}
+
+// ReportFrom summarises a stored experiment as ReportOf does, reading its
+// run records from rec one page at a time: memory holds per-case
+// aggregates, never every record.
+func ReportFrom(ctx context.Context, rec Recorder, e store.Experiment) (Report, error) {
+	c := ConfigOf(e)
+	return summarizeFrom(ctx, rec, e, c.Cases, CriteriaOf(e), c.Seed)
+}
+
+func summarizeFrom(ctx context.Context, rec Recorder, e store.Experiment, cases int, c Criteria, seed uint64) (Report, error) {
+	sm := newSummarizer(e, cases, c, seed)
+	for r, err := range rec.AllRuns(ctx, e.ID) {
+		if err != nil {
+			return Report{}, fmt.Errorf("read runs of %s: %w", e.ID, err)
 		}
-		byCase[r.CaseID] = append(byCase[r.CaseID], r)
-		if r.Classification == "" {
-			continue
+		sm.add(r)
+	}
+	return sm.report(), nil
+}
+
+// summarizer reduces run records one at a time. It keeps what the report
+// needs of each case — one small sample per run — and nothing else of a
+// record. It is not safe for concurrent use.
+type summarizer struct {
+	rep    Report
+	cases  int
+	crit   Criteria
+	seed   uint64
+	byCase map[string]*caseAgg
+	models map[string]bool
+}
+
+// caseAgg is what the summary keeps of one case's runs.
+type caseAgg struct {
+	samples  []repSample
+	timedOut int
+}
+
+// repSample is what the summary keeps of one classified run, with its
+// repetition, which orders the samples (and so the seeded bootstrap and
+// the sums of the means) whatever order the records arrive in. Absent
+// numbers are NaN, which grade.Reduce treats as no score: a sample holds
+// no pointer and costs no allocation of its own.
+type repSample struct {
+	rep                   int
+	class                 grade.Classification
+	score, lat, tok, cost float64
+}
+
+// orNaN is *v, NaN when v is nil.
+func orNaN(v *float64) float64 {
+	if v == nil {
+		return math.NaN()
+	}
+	return *v
+}
+
+func newSummarizer(e store.Experiment, cases int, c Criteria, seed uint64) *summarizer {
+	return &summarizer{
+		rep: Report{Summary: Summary{ExperimentID: e.ID, Suite: e.Suite, SuiteVersion: e.SuiteVersion, Harness: e.Harness},
+			CaseThreshold: c.CaseThreshold, Seed: seed, Warnings: []string{}, CaseResults: []CaseResult{}},
+		cases: cases, crit: c, seed: seed, byCase: map[string]*caseAgg{}, models: map[string]bool{},
+	}
+}
+
+// add counts one run record.
+func (sm *summarizer) add(r store.RunRecord) {
+	agg := sm.byCase[r.CaseID]
+	if agg == nil {
+		agg = &caseAgg{}
+		sm.byCase[r.CaseID] = agg
+	}
+	if r.Classification == "" {
+		return
+	}
+	rep := &sm.rep
+	if r.Model != "" && !sm.models[r.Model] {
+		sm.models[r.Model] = true
+	}
+	rep.Runs++
+	switch grade.Classification(r.Classification) {
+	case grade.Passed:
+		rep.Passed++
+	case grade.Failed:
+		rep.Failed++
+		if r.TimedOut {
+			rep.TimedOut++
 		}
-		if r.Model != "" {
-			models[r.Model] = true
-		}
-		rep.Runs++
-		switch grade.Classification(r.Classification) {
-		case grade.Passed:
-			rep.Passed++
-		case grade.Failed:
-			rep.Failed++
-			if r.TimedOut {
-				rep.TimedOut++
-			}
-		case grade.Unscored:
-			rep.Unscored++
-		default:
-			rep.Errors++
-		}
+	case grade.Unscored:
+		rep.Unscored++
+	default:
+		rep.Errors++
+	}
+	u := runUsage(r)
+	agg.samples = append(agg.samples, repSample{rep: r.Repetition, class: grade.Classification(r.Classification),
+		score: orNaN(r.Score), lat: orNaN(r.LatencyMS), tok: orNaN(u.Tokens()), cost: orNaN(u.CostUSD)})
+	if r.TimedOut {
+		agg.timedOut++
+	}
+}
+
+// report reduces what was added into the report.
+func (sm *summarizer) report() Report {
+	rep := sm.rep
+	rep.Warnings = slices.Clone(rep.Warnings)
+	rep.CaseResults = []CaseResult{}
+	order := make([]string, 0, len(sm.byCase))
+	for id := range sm.byCase {
+		order = append(order, id)
 	}
 	slices.Sort(order)
-	rep.Cases = cases
+	rep.Cases = sm.cases
 	if rep.Cases == 0 {
 		rep.Cases = len(order)
 	}
-	switch len(models) {
+	switch len(sm.models) {
 	case 0:
 	case 1:
-		for m := range models {
+		for m := range sm.models {
 			rep.Model = &m
 		}
 	default:
 		m := MixedModel
 		rep.Model = &m
-		names := make([]string, 0, len(models))
-		for n := range models {
+		names := make([]string, 0, len(sm.models))
+		for n := range sm.models {
 			names = append(names, n)
 		}
 		slices.Sort(names)
@@ -188,7 +275,7 @@ func Summarize(e store.Experiment, runs []store.RunRecord, cases int, c Criteria
 		rep.PassRateInterval = &grade.Interval{Low: lo, High: hi}
 	}
 	for _, id := range order {
-		cr := reduceCase(id, byCase[id], c.CaseThreshold, seed)
+		cr := reduceCase(id, sm.byCase[id], sm.crit.CaseThreshold, sm.seed)
 		switch cr.Result {
 		case "passed":
 			rep.CasesPassed++
@@ -197,38 +284,33 @@ func Summarize(e store.Experiment, runs []store.RunRecord, cases int, c Criteria
 		}
 		rep.CaseResults = append(rep.CaseResults, cr)
 	}
-	rep.ExitCode, rep.ExitReason = ExitCode(rep.Summary, rep.CasesFailed, c)
+	rep.ExitCode, rep.ExitReason = ExitCode(rep.Summary, rep.CasesFailed, sm.crit)
 	return rep
 }
 
-// reduceCase reduces the classified runs of one case.
-func reduceCase(id string, runs []store.RunRecord, threshold float64, seed uint64) CaseResult {
-	cr := CaseResult{CaseID: id}
-	var samples []grade.Sample
-	var lat, tok, cost []float64
-	for _, r := range runs {
-		if r.Classification == "" {
-			continue
-		}
-		samples = append(samples, grade.Sample{Class: grade.Classification(r.Classification), Score: r.Score})
-		if r.TimedOut {
-			cr.TimedOut++
-		}
-		if r.LatencyMS != nil {
-			lat = append(lat, *r.LatencyMS)
-		}
-		u := runUsage(r)
-		if t := u.Tokens(); t != nil {
-			tok = append(tok, *t)
-		}
-		if u.CostUSD != nil {
-			cost = append(cost, *u.CostUSD)
-		}
-	}
+// reduceCase reduces the classified runs of one case, in repetition
+// order.
+func reduceCase(id string, agg *caseAgg, threshold float64, seed uint64) CaseResult {
+	cr := CaseResult{CaseID: id, TimedOut: agg.timedOut}
+	slices.SortStableFunc(agg.samples, func(a, b repSample) int { return a.rep - b.rep })
+	samples := make([]grade.Sample, len(agg.samples))
 	scored := 0
-	for _, s := range samples {
-		if s.Class == grade.Passed || s.Class == grade.Failed {
+	var lat, tok, cost []float64
+	for i, s := range agg.samples {
+		samples[i] = grade.Sample{Class: s.class}
+		if !math.IsNaN(s.score) {
+			samples[i].Score = &s.score
+		}
+		if s.class == grade.Passed || s.class == grade.Failed {
 			scored++
+		}
+		for _, m := range []struct {
+			v   float64
+			dst *[]float64
+		}{{s.lat, &lat}, {s.tok, &tok}, {s.cost, &cost}} {
+			if !math.IsNaN(m.v) {
+				*m.dst = append(*m.dst, m.v)
+			}
 		}
 	}
 	ks := []int{1}
@@ -293,12 +375,8 @@ func fmtRate(r float64) string {
 	return strconv.FormatFloat(r, 'f', -1, 64)
 }
 
-// junit is the JUnit XML form: one testcase per (case, repetition).
-type junitSuites struct {
-	XMLName xml.Name     `xml:"testsuites"`
-	Suites  []junitSuite `xml:"testsuite"`
-}
-
+// junitSuite is the JUnit XML form: one testsuite, one testcase per (case,
+// repetition).
 type junitSuite struct {
 	Name     string      `xml:"name,attr"`
 	Tests    int         `xml:"tests,attr"`
@@ -333,8 +411,10 @@ type junitMessage struct {
 
 // WriteJUnit writes the runs as JUnit XML, one testcase per (case,
 // repetition): a failure for failed runs (with the failing verdicts), an
-// error for errored runs, skipped for unscored runs.
-func WriteJUnit(w io.Writer, s Summary, runs []store.RunRecord) error {
+// error for errored runs, skipped for unscored runs. It reads runs twice
+// (the suite's totals come first in the document) and holds one testcase
+// at a time, so a report of any size is written in constant memory.
+func WriteJUnit(w io.Writer, s Summary, runs iter.Seq2[store.RunRecord, error]) error {
 	js := junitSuite{Name: s.Suite, Props: []junitProp{
 		{"experiment_id", s.ExperimentID}, {"suite_version", s.SuiteVersion}, {"harness", s.Harness},
 	}}
@@ -342,38 +422,24 @@ func WriteJUnit(w io.Writer, s Summary, runs []store.RunRecord) error {
 		js.Props = append(js.Props, junitProp{"model", *s.Model})
 	}
 	total := 0.0
-	for _, r := range runs {
+	for r, err := range runs {
+		if err != nil {
+			return err
+		}
 		if r.Classification == "" {
 			continue
 		}
-		secs := 0.0
-		if r.LatencyMS != nil {
-			secs = *r.LatencyMS / 1000
-		}
-		total += secs
-		tc := junitCase{Name: fmt.Sprintf("%s#%d", r.CaseID, r.Repetition), ClassName: s.Suite + "." + r.CaseID,
-			Time: strconv.FormatFloat(secs, 'f', 3, 64)}
-		if r.RunID != "" {
-			tc.SystemOut = "run_id: " + r.RunID
-		}
+		tc := junitCaseOf(s, r)
 		js.Tests++
-		switch grade.Classification(r.Classification) {
-		case grade.Failed:
+		switch {
+		case tc.Failure != nil:
 			js.Failures++
-			msg := "failed"
-			if r.TimedOut {
-				msg = "timed out"
-			}
-			tc.Failure = &junitMessage{Message: msg, Type: "failed", Body: failingVerdicts(r)}
-		case grade.Unscored:
+		case tc.Skipped != nil:
 			js.Skipped++
-			tc.Skipped = &junitMessage{Message: "unscored: every grader abstained"}
-		case grade.Passed:
-		default:
+		case tc.Error != nil:
 			js.Errors++
-			tc.Error = &junitMessage{Message: r.Error, Type: "error"}
 		}
-		js.Cases = append(js.Cases, tc)
+		total += runSeconds(r)
 	}
 	js.Time = strconv.FormatFloat(total, 'f', 3, 64)
 	if _, err := io.WriteString(w, xml.Header); err != nil {
@@ -381,11 +447,89 @@ func WriteJUnit(w io.Writer, s Summary, runs []store.RunRecord) error {
 	}
 	enc := xml.NewEncoder(w)
 	enc.Indent("", "  ")
-	if err := enc.Encode(junitSuites{Suites: []junitSuite{js}}); err != nil {
+	root := xml.StartElement{Name: xml.Name{Local: "testsuites"}}
+	suite := xml.StartElement{Name: xml.Name{Local: "testsuite"}, Attr: []xml.Attr{
+		{Name: xml.Name{Local: "name"}, Value: js.Name},
+		{Name: xml.Name{Local: "tests"}, Value: strconv.Itoa(js.Tests)},
+		{Name: xml.Name{Local: "failures"}, Value: strconv.Itoa(js.Failures)},
+		{Name: xml.Name{Local: "errors"}, Value: strconv.Itoa(js.Errors)},
+		{Name: xml.Name{Local: "skipped"}, Value: strconv.Itoa(js.Skipped)},
+		{Name: xml.Name{Local: "time"}, Value: js.Time},
+	}}
+	if err := enc.EncodeToken(root); err != nil {
+		return err
+	}
+	if err := enc.EncodeToken(suite); err != nil {
+		return err
+	}
+	if err := enc.EncodeElement(struct {
+		Props []junitProp `xml:"property"`
+	}{js.Props}, xml.StartElement{Name: xml.Name{Local: "properties"}}); err != nil {
+		return err
+	}
+	for r, err := range runs {
+		if err != nil {
+			return err
+		}
+		if r.Classification == "" {
+			continue
+		}
+		if err := enc.EncodeElement(junitCaseOf(s, r), xml.StartElement{Name: xml.Name{Local: "testcase"}}); err != nil {
+			return err
+		}
+	}
+	if err := enc.EncodeToken(suite.End()); err != nil {
+		return err
+	}
+	if err := enc.EncodeToken(root.End()); err != nil {
+		return err
+	}
+	if err := enc.Flush(); err != nil {
 		return err
 	}
 	_, err := io.WriteString(w, "\n")
 	return err
+}
+
+// RunsOf yields the records of a slice, for WriteJUnit.
+func RunsOf(runs []store.RunRecord) iter.Seq2[store.RunRecord, error] {
+	return func(yield func(store.RunRecord, error) bool) {
+		for _, r := range runs {
+			if !yield(r, nil) {
+				return
+			}
+		}
+	}
+}
+
+func runSeconds(r store.RunRecord) float64 {
+	if r.LatencyMS != nil {
+		return *r.LatencyMS / 1000
+	}
+	return 0
+}
+
+// junitCaseOf is the testcase of one classified run.
+func junitCaseOf(s Summary, r store.RunRecord) junitCase {
+	tc := junitCase{Name: fmt.Sprintf("%s#%d", r.CaseID, r.Repetition), ClassName: s.Suite + "." + r.CaseID,
+		Time: strconv.FormatFloat(runSeconds(r), 'f', 3, 64)}
+	if r.RunID != "" {
+		tc.SystemOut = "run_id: " + r.RunID
+	}
+	switch grade.Classification(r.Classification) {
+	case grade.Failed:
+		msg := "failed"
+		if r.TimedOut {
+			msg = "timed out"
+		}
+		tc.Failure = &junitMessage{Message: msg, Type: "failed", Body: failingVerdicts(r)}
+	case grade.Unscored:
+		tc.Skipped = &junitMessage{Message: "unscored: every grader abstained"}
+	case grade.Passed:
+	default:
+		tc.Error = &junitMessage{Message: r.Error, Type: "error"}
+	}
+	return tc
 }
 
 // failingVerdicts lists a run's failing verdicts, one per line.
