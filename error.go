@@ -37,6 +37,7 @@ const (
 	CodeUpstreamNotAllowed   = "upstream_not_allowed"
 	CodeTenantExists         = "tenant_exists"
 	CodeIdempotencyKeyReused = "idempotency_key_reused"
+	CodeNoPreviousPolicy     = "no_previous_policy"
 )
 
 var statusByCode = map[string]int{
@@ -68,6 +69,7 @@ var statusByCode = map[string]int{
 	CodeUpstreamNotAllowed:   http.StatusUnprocessableEntity,
 	CodeTenantExists:         http.StatusConflict,
 	CodeIdempotencyKeyReused: http.StatusConflict,
+	CodeNoPreviousPolicy:     http.StatusConflict,
 }
 
 // Error is the one error type that crosses from the domain to a client.

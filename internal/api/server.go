@@ -381,4 +381,5 @@ func (s *Server) routes() {
 	s.rolloutRoutes()
 	s.experimentRoutes()
 	s.gatewayRoutes()
+	s.agentRoutes()
 }
