@@ -38,6 +38,9 @@ const (
 	CodeTenantExists         = "tenant_exists"
 	CodeIdempotencyKeyReused = "idempotency_key_reused"
 	CodeNoPreviousPolicy     = "no_previous_policy"
+	// CodeNotGraded: a regrade of a rollout or run that has nothing graded
+	// to grade again (no output, not graded yet, or a run that errored).
+	CodeNotGraded = "not_graded"
 )
 
 var statusByCode = map[string]int{
@@ -70,6 +73,7 @@ var statusByCode = map[string]int{
 	CodeTenantExists:         http.StatusConflict,
 	CodeIdempotencyKeyReused: http.StatusConflict,
 	CodeNoPreviousPolicy:     http.StatusConflict,
+	CodeNotGraded:            http.StatusConflict,
 }
 
 // Error is the one error type that crosses from the domain to a client.

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/uuid"
+
 	"github.com/gyrehq/gyre"
 	"github.com/gyrehq/gyre/internal/rollout"
 	"github.com/gyrehq/gyre/internal/store"
@@ -31,6 +33,14 @@ func (e *env) seedLists() (experimentID string) {
 	e.batch(append(e.tasks(2), e.tasks(2)...), "")
 	e.batch(e.tasks(2), "") // a second batch pages the batch list
 	e.insertTurns(e.tenant.ID, "agent-1", []string{"t1", "t2", "t3"}, nil)
+	var calls []store.GatewayRecord // production calls, for GET /api/v1/calls
+	for i := range 2 {
+		calls = append(calls, store.GatewayRecord{ID: uuid.Must(uuid.NewV7()).String(), TenantID: e.tenant.ID, AgentID: "agent-1",
+			ReplicaID: "replica-a", Status: 200, Counted: true, ReceivedAt: rolloutStart, Arrival: uint64(i + 1)})
+	}
+	if err := e.st.RecordGateway(ctx, store.GatewayFlush{ReplicaID: "replica-a", Records: calls}); err != nil {
+		e.t.Fatal(err)
+	}
 	for range 2 {
 		exp, err := e.st.CreateExperiment(ctx, store.NewExperiment{TenantID: e.tenant.ID, Suite: "s", SuiteVersion: "1",
 			Harness: "http://h.test", Capabilities: json.RawMessage(`{}`), Config: json.RawMessage(`{}`)})

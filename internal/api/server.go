@@ -380,6 +380,8 @@ func (s *Server) routes() {
 	s.catalogRoutes()
 	s.rolloutRoutes()
 	s.experimentRoutes()
+	s.regradeRoutes()
 	s.gatewayRoutes()
 	s.agentRoutes()
+	s.recordedRoutes()
 }

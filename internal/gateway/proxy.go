@@ -335,6 +335,7 @@ func (c *call) whole(resp *http.Response) {
 		h.Set("Content-Type", "application/json")
 	}
 	h.Set("Content-Length", strconv.Itoa(len(body)))
+	c.g.rec.leave(c.fl)
 	c.w.WriteHeader(resp.StatusCode)
 	_, werr := c.w.Write(body)
 	if werr == nil {
@@ -605,6 +606,7 @@ func (c *call) stream(resp *http.Response) {
 			c.doneWithBody(dc, status, func() string { return incomplete })
 			return
 		}
+		c.g.rec.leave(c.fl)
 		if !c.endStream(rc, doneEvent) {
 			c.finish(status, false, ReasonClientDisconnected)
 			return
@@ -619,6 +621,7 @@ func (c *call) stream(resp *http.Response) {
 // completes the record meanwhile and returns why the stream cannot count,
 // if it cannot.
 func (c *call) doneWithBody(dc *deliveryConn, status int, settle func() (incomplete string)) {
+	c.g.rec.leave(c.fl)
 	if _, err := c.w.Write(doneEvent); err != nil {
 		settle()
 		c.finish(status, false, ReasonClientDisconnected)

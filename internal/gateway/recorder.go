@@ -85,6 +85,9 @@ type flight struct {
 	lb       time.Time
 	rollout  string
 	cancel   context.CancelCauseFunc
+	// left: the request gave up its slot among the rollout's requests in
+	// flight (leave) before its record was finished.
+	left bool
 }
 
 type cachedAccess struct {
@@ -277,16 +280,33 @@ func (r *Recorder) state(rolloutID string) *rolloutState {
 	return st
 }
 
+// leave gives up a request's slot among its rollout's requests in flight
+// (max_concurrent_requests) once the upstream has answered, before the
+// answer's last bytes go to the client: a client that sends its next
+// request as soon as it has the answer must not find this one still
+// counted. The flight stays registered for the flush until finish.
+func (r *Recorder) leave(f *flight) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.leaveLocked(f)
+}
+
+func (r *Recorder) leaveLocked(f *flight) {
+	if f.left || f.rollout == "" {
+		return
+	}
+	f.left = true
+	if st, ok := r.rollouts[f.rollout]; ok && st.inflight > 0 {
+		st.inflight--
+	}
+}
+
 // finish ends a flight and queues its record, if any, in one step, so a
 // flush sees the request either in flight or waiting, never neither.
 func (r *Recorder) finish(f *flight, p *pendingRecord) {
 	r.mu.Lock()
 	delete(r.inflight, f.id)
-	if f.rollout != "" {
-		if st, ok := r.rollouts[f.rollout]; ok && st.inflight > 0 {
-			st.inflight--
-		}
-	}
+	r.leaveLocked(f)
 	n := 0
 	if p != nil {
 		p.lb = f.lb

@@ -76,6 +76,7 @@ type Store interface {
 	ExperimentStore
 	GradingStore
 	promotion.Store
+	RecordedStore
 
 	// CreateTenant creates a tenant; ErrConflict if the name exists.
 	CreateTenant(ctx context.Context, name string) (gyre.Tenant, error)

@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/gyrehq/gyre"
 	"github.com/gyrehq/gyre/internal/clock"
@@ -24,6 +27,7 @@ type pager struct {
 type cursorFixture struct {
 	suite       string
 	experiments map[string][2]string // tenant → two experiment ids
+	rollouts    map[string][2]string // tenant → two rollouts with two gateway calls each
 }
 
 // seedCursorTenant gives tenant two or more items in every list.
@@ -52,6 +56,27 @@ func seedCursorTenant(t *testing.T, s store.Store, f *cursorFixture, tenantID st
 		GroupSize: 1, DeadlineS: 600, MaxAttempts: 1, RetryOn: gyre.DefaultRetryOn}); err != nil {
 		t.Fatalf("CreateBatch: %v", err)
 	}
+	claimed, err := s.Claim(ctx, store.ClaimRequest{TenantID: tenantID, AgentID: "agent-1", Max: 2, Lease: time.Minute,
+		WorkerID: "w1", Secrets: secretsN(tenantID, 2)})
+	if err != nil || len(claimed.Rollouts) != 2 {
+		t.Fatalf("Claim: %d rollouts, %v", len(claimed.Rollouts), err)
+	}
+	var rollouts [2]string
+	var recs []store.GatewayRecord
+	for i, c := range claimed.Rollouts {
+		rollouts[i] = c.Rollout.ID
+		for range 2 {
+			recs = append(recs, gwRecord(uuid.Must(uuid.NewV7()).String(), tenantID, c.Rollout.ID, true))
+		}
+	}
+	for i := range 2 {
+		recs = append(recs, prodRecord(0, tenantID, "agent-1", Start.Add(time.Duration(i)*time.Second), uint64(i)))
+		recs[len(recs)-1].ID = uuid.Must(uuid.NewV7()).String()
+	}
+	if err := s.RecordGateway(ctx, store.GatewayFlush{ReplicaID: "replica-a", Records: recs}); err != nil {
+		t.Fatalf("RecordGateway: %v", err)
+	}
+	f.rollouts[tenantID] = rollouts
 	mustInsertTurns(t, s, tenantID, "agent-1", simpleTurn(t, "t1"), simpleTurn(t, "t2"), simpleTurn(t, "t3"))
 	var exps [2]string
 	for i := range exps {
@@ -74,7 +99,7 @@ func seedCursorTenant(t *testing.T, s store.Store, f *cursorFixture, tenantID st
 func testCursorsAreBoundToTenantListAndFilter(t *testing.T, open Opener) {
 	s := open(t, clock.NewFake(Start))
 	ctx := t.Context()
-	f := &cursorFixture{suite: "refunds", experiments: map[string][2]string{}}
+	f := &cursorFixture{suite: "refunds", experiments: map[string][2]string{}, rollouts: map[string][2]string{}}
 	a, b := mustTenant(t, s, "acme"), mustTenant(t, s, "other")
 	seedCursorTenant(t, s, f, a.ID)
 	seedCursorTenant(t, s, f, b.ID)
@@ -121,6 +146,22 @@ func testCursorsAreBoundToTenantListAndFilter(t *testing.T, open Opener) {
 				filter.Since = Start.Add(-1)
 			}
 			_, next, err := s.ListTurns(ctx, tn, filter, p)
+			return next, err
+		}},
+		{"rollout calls", true, func(t *testing.T, tn string, other bool, p store.Page) (string, error) {
+			r := f.rollouts[tn][0]
+			if other {
+				r = f.rollouts[tn][1]
+			}
+			_, next, err := s.RolloutCalls(ctx, tn, r, p)
+			return next, err
+		}},
+		{"calls", true, func(t *testing.T, tn string, other bool, p store.Page) (string, error) {
+			filter := store.CallFilter{AgentID: "agent-1"}
+			if other {
+				filter.Since = Start.Add(-1)
+			}
+			_, next, err := s.ProductionCalls(ctx, tn, filter, p)
 			return next, err
 		}},
 		{"runs", true, func(t *testing.T, tn string, other bool, p store.Page) (string, error) {
