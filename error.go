@@ -37,6 +37,7 @@ const (
 	CodeUpstreamNotAllowed   = "upstream_not_allowed"
 	CodeTenantExists         = "tenant_exists"
 	CodeIdempotencyKeyReused = "idempotency_key_reused"
+	CodeNoPreviousPolicy     = "no_previous_policy"
 	// CodeNotGraded: a regrade of a rollout or run that has nothing graded
 	// to grade again (no output, not graded yet, or a run that errored).
 	CodeNotGraded = "not_graded"
@@ -71,6 +72,7 @@ var statusByCode = map[string]int{
 	CodeUpstreamNotAllowed:   http.StatusUnprocessableEntity,
 	CodeTenantExists:         http.StatusConflict,
 	CodeIdempotencyKeyReused: http.StatusConflict,
+	CodeNoPreviousPolicy:     http.StatusConflict,
 	CodeNotGraded:            http.StatusConflict,
 }
 

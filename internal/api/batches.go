@@ -14,6 +14,7 @@ import (
 	"github.com/gyrehq/gyre/flywheel"
 	"github.com/gyrehq/gyre/internal/grade"
 	"github.com/gyrehq/gyre/internal/jcs"
+	"github.com/gyrehq/gyre/internal/promotion"
 	"github.com/gyrehq/gyre/internal/store"
 )
 
@@ -130,28 +131,46 @@ func toBatchSummaryView(sum store.BatchSummary) batchSummaryView {
 // Batch warnings in a 201 answer: the batch is created, but something
 // will make its rollouts fail (SPEC §6.1).
 const (
-	// warnNoPolicy: neither the batch, nor the agent's promotion, nor the
-	// server's default names a policy the tenant has, so every LLM call
-	// of its rollouts will be answered 503 no_policy.
+	// warnNoPolicy: neither the batch, nor the agent's promoted policy,
+	// nor the server's default names a policy the tenant has, so every LLM
+	// call of its rollouts will be answered 503 no_policy.
 	warnNoPolicy = "no_policy"
 )
 
-// batchWarnings lists what will make a new batch's rollouts fail.
-func (s *Server) batchWarnings(ctx context.Context, tenantID, agentID string, policy *string) ([]string, error) {
-	if policy != nil {
-		return nil, nil // the store checked that it exists
+// resolveBatchPolicy fills in the policy of a batch whose body names
+// none: the agent's promoted policy, else the server's default (SPEC
+// §6.1), resolved once here and stored on the batch, so a later promotion
+// or rollback never switches its running rollouts. A name the tenant has
+// no policy for is not stored (the gateway then answers no_policy, or the
+// server's default once the tenant creates it) and is warned about.
+func (s *Server) resolveBatchPolicy(ctx context.Context, tenantID string, nb *store.NewBatch) ([]string, error) {
+	if nb.Policy != nil {
+		return nil, nil // the store checks that it exists
 	}
-	promoted, err := s.store.AgentPolicy(ctx, tenantID, agentID)
+	promoted, err := s.store.AgentPolicy(ctx, tenantID, nb.AgentID)
 	if err != nil {
 		return nil, err
 	}
-	name := ""
-	switch {
-	case promoted != nil && *promoted != "":
-		name = *promoted
-	case s.gateway != nil:
-		name = s.gateway.DefaultPolicy()
+	name := promotion.BatchPolicy(nil, promoted, s.defaultPolicy())
+	if name == "" {
+		return []string{warnNoPolicy}, nil
 	}
+	if _, err := s.store.GetPolicy(ctx, tenantID, name); errors.Is(err, store.ErrNotFound) {
+		return []string{warnNoPolicy}, nil
+	} else if err != nil {
+		return nil, err
+	}
+	nb.Policy = &name
+	return nil, nil
+}
+
+// storedBatchWarnings lists what will make an existing batch's rollouts
+// fail: no stored policy, and no server default the tenant has.
+func (s *Server) storedBatchWarnings(ctx context.Context, tenantID string, policy *string) ([]string, error) {
+	if policy != nil {
+		return nil, nil
+	}
+	name := s.defaultPolicy()
 	if name == "" {
 		return []string{warnNoPolicy}, nil
 	}
@@ -161,6 +180,14 @@ func (s *Server) batchWarnings(ctx context.Context, tenantID, agentID string, po
 		return nil, err
 	}
 	return nil, nil
+}
+
+// defaultPolicy is the server's default policy, "" when none.
+func (s *Server) defaultPolicy() string {
+	if s.gateway == nil {
+		return ""
+	}
+	return s.gateway.DefaultPolicy()
 }
 
 // createBatch is POST /api/v1/batches.
@@ -181,6 +208,10 @@ func (s *Server) createBatch(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	nb, err := s.newBatch(r.Context(), p.TenantID, body)
+	if err != nil {
+		return err
+	}
+	warnings, err := s.resolveBatchPolicy(r.Context(), p.TenantID, &nb)
 	if err != nil {
 		return err
 	}
@@ -215,9 +246,11 @@ func (s *Server) createBatch(w http.ResponseWriter, r *http.Request) error {
 	if existed {
 		status = http.StatusOK
 	}
-	warnings, err := s.batchWarnings(r.Context(), p.TenantID, b.AgentID, b.Policy)
-	if err != nil {
-		return err
+	if existed {
+		// The original batch's policy stands, whatever was resolved now.
+		if warnings, err = s.storedBatchWarnings(r.Context(), p.TenantID, b.Policy); err != nil {
+			return err
+		}
 	}
 	writeJSON(w, status, createdBatch{BatchID: b.ID, RolloutIDs: nonNilStrings(ids), Warnings: warnings})
 	return nil

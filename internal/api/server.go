@@ -382,5 +382,6 @@ func (s *Server) routes() {
 	s.experimentRoutes()
 	s.regradeRoutes()
 	s.gatewayRoutes()
+	s.agentRoutes()
 	s.recordedRoutes()
 }

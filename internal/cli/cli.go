@@ -118,6 +118,8 @@ GYRE_CONFIG, then built-in defaults.`,
 		a.harnessCommand(),
 		a.lintCommand(),
 		a.demoCommand(),
+		a.policyCommand(),
+		a.agentsCommand(),
 	)
 	return root
 }

@@ -339,7 +339,7 @@ var settings = func() []setting {
 		},
 		mk("log-level", "log level: debug, info, warn or error", false, func(c *Config) *string { return &c.LogLevel }),
 		mk("bootstrap-admin-key-file", "write the first admin key of an empty store here (default <data>/admin.key on SQLite; PostgreSQL bootstraps only with this flag)", true, func(c *Config) *string { return &c.BootstrapAdminKeyFile }),
-		mk("default-policy", "policy name a tenant's rollouts and policy endpoint use when their batch names none (agent promotions are not built yet)", true, func(c *Config) *string { return &c.DefaultPolicy }),
+		mk("default-policy", "policy name a new batch resolves to, and the policy endpoint serves, when neither the batch nor the agent's promoted policy names one", true, func(c *Config) *string { return &c.DefaultPolicy }),
 		{
 			flag: "gateway-max-body-bytes", usage: "request body limit of the LLM gateway, after decompression", serve: true,
 			get: func(c *Config) string { return formatBytes(c.GatewayMaxBodyBytes) },

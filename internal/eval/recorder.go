@@ -229,6 +229,27 @@ func (r *RemoteRecorder) send(ctx context.Context, method, path string, body io.
 	return r.sendTries(ctx, 4, method, path, body, size, contentType, out)
 }
 
+// Call is one JSON call to the server's API, shared by the admin commands
+// (gyre policy, gyre agents): in is sent as the JSON body when not nil,
+// and the answer decoded into out when not nil. A GET is retried on
+// transport errors and 5xx like the recorder's own calls; any other
+// method is sent once, since it may not be idempotent (a rollback). An
+// error answer is a *ServerError.
+func (r *RemoteRecorder) Call(ctx context.Context, method, path string, in, out any) error {
+	tries := 1
+	if method == http.MethodGet {
+		tries = 4
+	}
+	if in == nil {
+		return r.sendTries(ctx, tries, method, path, nil, -1, "", out)
+	}
+	b, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	return r.sendTries(ctx, tries, method, path, bytes.NewReader(b), int64(len(b)), "application/json", out)
+}
+
 // sendTries is send with at most tries attempts.
 func (r *RemoteRecorder) sendTries(ctx context.Context, tries int, method, path string, body io.Reader, size int64, contentType string, out any) error {
 	op := method + " " + path

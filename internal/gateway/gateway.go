@@ -260,7 +260,9 @@ func (g *Gateway) ServeChat(w http.ResponseWriter, r *http.Request, token string
 	if !c.prepare() {
 		return
 	}
-	if !c.choosePolicy(a.Policy, a.PromotedPolicy) {
+	// The batch's policy was resolved once, when it was created: a later
+	// promotion or rollback never switches a rollout mid-conversation.
+	if !c.choosePolicy(a.Policy) {
 		return
 	}
 	if len(a.Limits) > 0 {
@@ -276,7 +278,9 @@ func (g *Gateway) ServeChat(w http.ResponseWriter, r *http.Request, token string
 // /agents/{agent_id}/v1/chat/completions for a caller the API server has
 // authenticated (an inference or agent key allowed for the agent): the
 // agent's promoted policy, else the tenant's default, recorded as
-// production traffic (no rollout).
+// production traffic (no rollout). The promoted policy is read from the
+// store on every request, never cached, so a promotion or rollback
+// reaches every replica at once.
 func (g *Gateway) ServeProduction(w http.ResponseWriter, r *http.Request, tenantID, agentID string) {
 	c := g.newCall(w, r, routeProduction)
 	defer c.cancel(nil)
@@ -307,7 +311,7 @@ func (g *Gateway) ServeModels(w http.ResponseWriter, r *http.Request, token stri
 		return
 	}
 	defer g.rec.finish(c.fl, nil)
-	pol, _, aerr := g.policyFor(c.ctx, a.TenantID, a.Policy, a.PromotedPolicy)
+	pol, _, aerr := g.policyFor(c.ctx, a.TenantID, a.Policy)
 	if aerr != nil {
 		g.answerError(w, routeModels, aerr)
 		return
@@ -371,8 +375,9 @@ func (g *Gateway) tenantName(ctx context.Context, tenantID string) (string, erro
 	return t.Name, nil
 }
 
-// policyFor resolves the policy of a request: the first name given (the
-// batch's, then the agent's promoted one), else the tenant's default.
+// policyFor resolves the policy of a request: the first name given (a
+// rollout's batch's, or the agent's promoted one on the policy
+// endpoint), else the server's default.
 func (g *Gateway) policyFor(ctx context.Context, tenantID string, names ...*string) (*Policy, *upstream, *apiError) {
 	name := ""
 	for _, n := range names {

@@ -22,6 +22,7 @@ import (
 	"github.com/gyrehq/gyre/flywheel"
 	"github.com/gyrehq/gyre/internal/api"
 	"github.com/gyrehq/gyre/internal/gateway"
+	"github.com/gyrehq/gyre/internal/promotion"
 	"github.com/gyrehq/gyre/internal/rollout"
 	"github.com/gyrehq/gyre/internal/store/storeopen"
 )
@@ -189,7 +190,7 @@ func TestProductionEndpoint(t *testing.T) {
 	if _, err := db.Exec(`PRAGMA busy_timeout = 10000`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Exec(`UPDATE agents SET promoted_policy = 'p2' WHERE agent_id = 'agent-1'`); err != nil {
+	if _, err := h.st.SetPromotedPolicy(t.Context(), promotion.Change{TenantID: h.tenant.ID, AgentID: "agent-1", Policy: "p2", SetBy: "key test"}); err != nil {
 		t.Fatal(err)
 	}
 	h.mustJSON(http.MethodPost, "/agents/agent-1/v1/chat/completions", h.agent, body, http.StatusOK)

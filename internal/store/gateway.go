@@ -36,14 +36,12 @@ type Policy struct {
 }
 
 // GatewayAccess is what the gateway reads to admit one request for a
-// rollout: the grant, the lease, the agent's promoted policy and the
-// lease clock at the read.
+// rollout: the grant (with the batch's policy, resolved once when the
+// batch was created), the lease and the lease clock at the read.
 type GatewayAccess struct {
 	GatewayGrant
 	// LeaseExpires is the lease's expiry, nil if never leased.
 	LeaseExpires *time.Time
-	// PromotedPolicy is the agent's promoted policy, nil when none.
-	PromotedPolicy *string
 	// Now is the lease clock at the read: the database's on PostgreSQL.
 	Now time.Time
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gyrehq/gyre"
+	"github.com/gyrehq/gyre/internal/promotion"
 )
 
 // Sentinel errors callers branch on. Implementations wrap them with %w.
@@ -74,6 +75,7 @@ type Store interface {
 	GatewayStore
 	ExperimentStore
 	GradingStore
+	promotion.Store
 	RecordedStore
 
 	// CreateTenant creates a tenant; ErrConflict if the name exists.

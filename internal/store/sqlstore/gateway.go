@@ -162,8 +162,10 @@ func (s *Store) nowArgs(args ...any) []any {
 	return append(args, s.now())
 }
 
-// GatewayAccess finds the rollout of a gateway token with its lease, its
-// agent's promoted policy and the lease clock, in one statement.
+// GatewayAccess finds the rollout of a gateway token with its batch's
+// policy, its lease and the lease clock, in one statement. The agent's
+// promoted policy is not read: a batch resolved its policy when it was
+// created (SPEC §6.1).
 func (s *Store) GatewayAccess(ctx context.Context, tokenHash [32]byte) (store.GatewayAccess, error) {
 	var (
 		a                          store.GatewayAccess
@@ -173,12 +175,11 @@ func (s *Store) GatewayAccess(ctx context.Context, tokenHash [32]byte) (store.Ga
 		now                        int64
 	)
 	err := s.reader.QueryRowContext(s.pointRead(ctx), `SELECT r.id, r.tenant_id, r.agent_id, r.batch_id, b.policy, b.limits,
-		r.gw_key_hash, r.state, r.deadline_us, r.gw_revoked_us, r.lease_expires_us, a.promoted_policy, `+s.nowSQL(2)+`
+		r.gw_key_hash, r.state, r.deadline_us, r.gw_revoked_us, r.lease_expires_us, `+s.nowSQL(2)+`
 		FROM rollouts r JOIN batches b ON b.id = r.batch_id
-		LEFT JOIN agents a ON a.tenant_id = r.tenant_id AND a.agent_id = r.agent_id
 		WHERE r.gw_token_hash = $1`, s.nowArgs(tokenHash[:])...).Scan(
 		&a.RolloutID, &a.TenantID, &a.AgentID, &a.BatchID, &a.Policy, &limits, &key, &a.State, &deadline, &revoked,
-		&expires, &a.PromotedPolicy, &now)
+		&expires, &now)
 	if err != nil {
 		return store.GatewayAccess{}, notFound("gateway access", err)
 	}

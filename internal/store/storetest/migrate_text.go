@@ -35,7 +35,10 @@ func testMigrateRunTextToJSON(t *testing.T, e Engine) {
 		`UPDATE runs SET run_id = 'run "1"', model = 'gpt-x', answer = 'refund issued ✓', error = 'partial' WHERE case_id = 'c1'`,
 		`UPDATE runs SET answer = '' WHERE case_id = 'c2'`,
 		`UPDATE experiments SET model = 'gpt-x'`,
-		`DELETE FROM goose_db_version WHERE version_id = 13`,
+		// Later migrations are undone too (their Down), so that 00013 is
+		// the next to run and every later one runs again after it.
+		`DROP TABLE agent_policy_history`,
+		`DELETE FROM goose_db_version WHERE version_id >= 13`,
 	} {
 		if _, err := db.ExecContext(ctx, q); err != nil {
 			t.Fatalf("%s: %v", q, err)
