@@ -75,6 +75,7 @@ type Store interface {
 	ExperimentStore
 	GradingStore
 	RecordedStore
+	DatasetStore
 
 	// CreateTenant creates a tenant; ErrConflict if the name exists.
 	CreateTenant(ctx context.Context, name string) (gyre.Tenant, error)

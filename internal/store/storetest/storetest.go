@@ -72,6 +72,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("Experiments", func(t *testing.T) { t.Parallel(); runExperiments(t, open) })
 	t.Run("Grading", func(t *testing.T) { t.Parallel(); runGrading(t, open) })
 	t.Run("Recorded", func(t *testing.T) { t.Parallel(); runRecorded(t, open) })
+	t.Run("Datasets", func(t *testing.T) { t.Parallel(); runDatasets(t, open) })
 }
 
 // Hash returns a distinct key hash for a test-chosen secret.
