@@ -37,6 +37,9 @@ const (
 	CodeUpstreamNotAllowed   = "upstream_not_allowed"
 	CodeTenantExists         = "tenant_exists"
 	CodeIdempotencyKeyReused = "idempotency_key_reused"
+	// CodeNotGraded: a regrade of a rollout or run that has nothing graded
+	// to grade again (no output, not graded yet, or a run that errored).
+	CodeNotGraded = "not_graded"
 )
 
 var statusByCode = map[string]int{
@@ -68,6 +71,7 @@ var statusByCode = map[string]int{
 	CodeUpstreamNotAllowed:   http.StatusUnprocessableEntity,
 	CodeTenantExists:         http.StatusConflict,
 	CodeIdempotencyKeyReused: http.StatusConflict,
+	CodeNotGraded:            http.StatusConflict,
 }
 
 // Error is the one error type that crosses from the domain to a client.

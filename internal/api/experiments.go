@@ -14,6 +14,7 @@ import (
 	"github.com/gyrehq/gyre"
 	"github.com/gyrehq/gyre/internal/blobstore"
 	"github.com/gyrehq/gyre/internal/eval"
+	"github.com/gyrehq/gyre/internal/grade"
 	"github.com/gyrehq/gyre/internal/store"
 	"github.com/gyrehq/gyre/internal/suite"
 )
@@ -203,6 +204,9 @@ type runBody struct {
 	LatencyMS        *float64        `json:"latency_ms"`
 	StartedAt        *time.Time      `json:"started_at"`
 	FinishedAt       *time.Time      `json:"finished_at"`
+	Graders          json.RawMessage `json:"graders"`
+	Input            json.RawMessage `json:"input"`
+	GraderVersions   json.RawMessage `json:"grader_versions"`
 }
 
 var (
@@ -246,6 +250,7 @@ func (s *Server) putExperimentRun(w http.ResponseWriter, r *http.Request) error 
 		Verdicts: expNonNull(b.Verdicts), Trajectory: expNonNull(b.Trajectory), Files: expNonNull(b.Files),
 		TrajectorySHA256: expStr(b.TrajectorySHA256), Artifacts: expNonNull(b.Artifacts), Attempts: expNonNull(b.Attempts),
 		Usage: expNonNull(b.Usage), Score: b.Score, LatencyMS: b.LatencyMS, StartedAt: b.StartedAt, FinishedAt: b.FinishedAt,
+		Graders: expNonNull(b.Graders), Input: expNonNull(b.Input), GraderVersions: expNonNull(b.GraderVersions),
 	}
 	if rec.TrajectorySHA256 != "" {
 		if _, err := s.store.BlobRef(r.Context(), p.TenantID, rec.TrajectorySHA256); errors.Is(err, store.ErrNotFound) {
@@ -309,6 +314,18 @@ func checkRunBody(b *runBody, caseID string, rep int) error {
 		return bad("/latency_ms", "latency_ms must not be negative")
 	case b.TimedOut && expStr(b.Classification) != "failed":
 		return bad("/timed_out", "a timed-out run is classified failed")
+	case !expNull(b.Input) && !expObject(b.Input):
+		return bad("/input", "input must be the case's input object, or null")
+	case !expNull(b.GraderVersions) && !expArray(b.GraderVersions):
+		return bad("/grader_versions", "grader_versions must be an array, or null")
+	}
+	if !expNull(b.Graders) {
+		// The case's graders as the evaluator compiled them: they must
+		// parse, so a regrade can use them. Command graders are kept; the
+		// server runs them only when its operator allow-lists them.
+		if _, err := grade.ParseSpecsAt(b.Graders, "/graders"); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -60,6 +60,12 @@ type rolloutDetail struct {
 	Verdicts                json.RawMessage   `json:"verdicts"`
 	TrainingGrade           *bool             `json:"training_grade"`
 	NotTrainingGradeReasons []string          `json:"not_training_grade_reasons"`
+	// Reward is the current verdict set's reward (SPEC §9), null before
+	// grading or when every non-optional grader abstained.
+	Reward *float64 `json:"reward"`
+	// VerdictHistory is every verdict set, oldest first; the last is
+	// current (Verdicts).
+	VerdictHistory []verdictSetView `json:"verdict_history"`
 }
 
 // gatewaySummary is what the gateway recorded for a rollout (SPEC §6.3):
@@ -144,6 +150,7 @@ func (s *Server) rolloutDetailOf(ctx context.Context, r store.Rollout) (rolloutD
 		ServerFingerprint: rawOrNull(r.ServerFingerprint), AgentFingerprint: json.RawMessage("null"),
 		Verdicts: json.RawMessage("null"), TrainingGrade: r.TrainingGrade,
 		NotTrainingGradeReasons: nonNilStrings(r.NotTrainingGradeReasons),
+		VerdictHistory:          []verdictSetView{},
 	}
 	if r.Deadline != nil {
 		ts := float64(r.Deadline.UnixMicro()) / 1e6
@@ -190,8 +197,13 @@ func (s *Server) rolloutDetailOf(ctx context.Context, r store.Rollout) (rolloutD
 	if err != nil {
 		return d, err
 	}
+	d.VerdictHistory = make([]verdictSetView, len(sets))
+	for i, v := range sets {
+		d.VerdictHistory[i] = verdictSetViewOf(v)
+	}
 	if len(sets) > 0 {
 		d.Verdicts = sets[len(sets)-1].Verdicts
+		d.Reward = d.VerdictHistory[len(sets)-1].Reward
 	}
 	return d, nil
 }

@@ -502,10 +502,13 @@ func TestRolloutDetail_EveryKeyPresentAndNoSecrets(t *testing.T) {
 	for _, k := range []string{"rollout_id", "agent_id", "task_id", "batch_id", "group_id", "attempt", "state", "worker_id",
 		"created_at", "claimed_at", "submitted_at", "deadline_ts", "turn_input", "output", "exclusion", "gateway",
 		"tool_call_joins", "reconciliation", "reconciliation_reason", "server_fingerprint", "agent_fingerprint",
-		"verdicts", "training_grade", "not_training_grade_reasons"} {
+		"verdicts", "training_grade", "not_training_grade_reasons", "reward", "verdict_history"} {
 		if _, ok := v[k]; !ok {
 			t.Errorf("key %q missing from the rollout view", k)
 		}
+	}
+	if string(v["verdict_history"]) != "[]" || string(v["reward"]) != "null" {
+		t.Errorf("an ungraded rollout: verdict_history %s reward %s, want [] and null", v["verdict_history"], v["reward"])
 	}
 	if string(v["output"]) != "null" || string(v["training_grade"]) != "null" || string(v["submitted_at"]) != "null" {
 		t.Errorf("unknown values must be null: output %s training_grade %s submitted_at %s", v["output"], v["training_grade"], v["submitted_at"])

@@ -394,6 +394,7 @@ func (s *Server) routes() {
 	s.catalogRoutes()
 	s.rolloutRoutes()
 	s.experimentRoutes()
+	s.regradeRoutes()
 	s.gatewayRoutes()
 	s.recordedRoutes()
 	s.datasetRoutes()

@@ -68,17 +68,18 @@ func evalConfigErr(format string, args ...any) error {
 func (a *app) evalCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "eval",
-		Short: "Run suites against a Harness API v1 server, show and compare experiments",
+		Short: "Run suites against a Harness API v1 server, show, compare and regrade experiments",
 		Long: `Evaluate an agent harness: gyre eval run drives a Harness API v1 server
 through every case of a suite, grades what comes back and records the
-experiment; gyre eval show prints one; gyre eval compare diffs two.
+experiment; gyre eval show prints one; gyre eval compare diffs two; gyre eval
+regrade grades one's stored runs again.
 
 Results go to the embedded store (--data, --db) or, with --server and --key,
 to a running gyre serve.`,
 		Args: cobra.ArbitraryArgs,
 		RunE: groupRunE,
 	}
-	cmd.AddCommand(a.evalRunCommand(), a.evalShowCommand(), a.evalCompareCommand())
+	cmd.AddCommand(a.evalRunCommand(), a.evalShowCommand(), a.evalCompareCommand(), a.evalRegradeCommand())
 	return cmd
 }
 

@@ -184,12 +184,17 @@ func (e *ServerError) Is(target error) bool {
 }
 
 // send calls the server and decodes a JSON answer into out (may be nil).
+// Transport errors and 5xx are retried a few times: the records are
+// idempotent.
 func (r *RemoteRecorder) send(ctx context.Context, method, path string, body io.Reader, size int64, contentType string, out any) error {
+	return r.sendTries(ctx, 4, method, path, body, size, contentType, out)
+}
+
+// sendTries is send with at most tries attempts.
+func (r *RemoteRecorder) sendTries(ctx context.Context, tries int, method, path string, body io.Reader, size int64, contentType string, out any) error {
 	op := method + " " + path
 	var lastErr error
-	// Transport errors and 5xx are retried a few times: the records are
-	// idempotent.
-	for attempt := range 4 {
+	for attempt := range tries {
 		if attempt > 0 {
 			if err := sleep(ctx, time.Duration(attempt)*500*time.Millisecond); err != nil {
 				return err
@@ -346,4 +351,34 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// RegradeJSON is the answer of POST /api/v1/experiments/{id}/regrade.
+type RegradeJSON struct {
+	ExperimentID string         `json:"experiment_id"`
+	Regraded     int            `json:"regraded"`
+	Skipped      map[string]int `json:"skipped"`
+	Summary      Report         `json:"summary"`
+}
+
+// Regrade asks the server to grade experiment id's stored runs again,
+// with graders (a JSON list of declarations) or, when nil, the graders
+// each run was recorded with.
+func (r *RemoteRecorder) Regrade(ctx context.Context, id string, graders json.RawMessage) (RegradeResult, error) {
+	body := map[string]json.RawMessage{}
+	if graders != nil {
+		body["graders"] = graders
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		return RegradeResult{}, err
+	}
+	// Sent once: a regrade is not idempotent (each adds a verdict set to
+	// every run), so a failure is reported rather than repeated.
+	var out RegradeJSON
+	if err := r.sendTries(ctx, 1, http.MethodPost, "/api/v1/experiments/"+url.PathEscape(id)+"/regrade",
+		bytes.NewReader(b), int64(len(b)), "application/json", &out); err != nil {
+		return RegradeResult{}, err
+	}
+	return RegradeResult{Report: out.Summary, Regraded: out.Regraded, Skipped: out.Skipped}, nil
 }

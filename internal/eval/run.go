@@ -82,7 +82,14 @@ type outcome struct {
 // then trajectory, workspace and grading, and records it. Only a failure
 // to record is returned as an error.
 func (r *Runner) runPair(ctx context.Context, x *experiment, p pair) (store.RunRecord, error) {
-	rec := store.RunRecord{ExperimentID: x.id, CaseID: p.c.ID, Repetition: p.rep}
+	rec := store.RunRecord{ExperimentID: x.id, CaseID: p.c.ID, Repetition: p.rep, Input: p.c.Input}
+	// The case's graders are frozen on the record, as a task's are, so a
+	// regrade needs neither the suite file nor the harness (SPEC §8).
+	graders, err := json.Marshal(p.graders)
+	if err != nil {
+		return rec, fmt.Errorf("freeze graders of case %s: %w", p.c.ID, err)
+	}
+	rec.Graders = graders
 	var logs []Attempt
 	resumeRunID := ""
 	if p.prev != nil {
@@ -523,6 +530,7 @@ func (r *Runner) finish(ctx context.Context, x *experiment, p pair, rec store.Ru
 			break
 		}
 		rec.Verdicts, _ = json.Marshal(set.Verdicts)
+		rec.GraderVersions, _ = json.Marshal(set.Graders)
 		rec.Classification = string(set.Classify())
 		rec.Score = set.Reward()
 	case o.status.Status == harnesskit.StatusFailed:
@@ -693,25 +701,38 @@ func (r *Runner) fetchFile(ctx context.Context, x *experiment, runID, path strin
 }
 
 // gradeRun builds the graded item of a completed run (SPEC §8) and grades
-// it with the case's graders. Tool calls come from the trajectory only
-// when the harness provides tool calls and the trajectory is valid.
+// it with the case's graders.
 func (r *Runner) gradeRun(ctx context.Context, x *experiment, p pair, st *harnesskit.RunStatus, ev *Evidence, files map[string]fetchedFile) (grade.VerdictSet, error) {
+	item := runItem(p.c.Input, st.Answer, st.Output, st.Artifacts, x.provides, ev, files)
+	// The run is the subject: a judge's calls are recorded against it.
+	env := r.env
+	env.Subject.Kind, env.Subject.ID = grade.SubjectRun, store.RunSubject(x.id, p.c.ID, p.rep)
+	return p.graders.Grade(ctx, &item, env)
+}
+
+// runItem is the graded item of a completed run, from what the run left:
+// the case input, the answer and output, the reported artifacts with the
+// fetched workspace files, and the evidence of a valid trajectory. Tool
+// calls come from the trajectory only when the harness provides tool calls
+// and the trajectory is valid. Grading and regrading build it alike.
+func runItem(input json.RawMessage, answer *string, output json.RawMessage, artifacts []harnesskit.ArtifactRef,
+	provides harnesskit.Provides, ev *Evidence, files map[string]fetchedFile) grade.Item {
 	valid := ev != nil
-	provides := x.provides.ToolCalls
+	toolCalls := provides.ToolCalls
 	item := grade.Item{
-		Kind: grade.KindRun, Input: p.c.Input, Answer: st.Answer, Output: st.Output,
-		TrajectoryValid: &valid, ProvidesToolCalls: &provides,
+		Kind: grade.KindRun, Input: input, Answer: answer, Output: output,
+		TrajectoryValid: &valid, ProvidesToolCalls: &toolCalls,
 	}
 	if ev != nil {
-		if provides {
+		if toolCalls {
 			item.ToolCalls = ev.ToolCalls
 		}
 		steps, calls := ev.Steps, ev.LLMCalls
 		item.Steps, item.LLMCalls, item.Usage = &steps, &calls, ev.Usage
 	}
-	if st.Artifacts != nil || x.provides.Artifacts {
+	if artifacts != nil || provides.Artifacts {
 		item.Artifacts = map[string]grade.Artifact{}
-		for _, a := range st.Artifacts {
+		for _, a := range artifacts {
 			if a.Path != nil {
 				if f, ok := files[*a.Path]; ok {
 					size := f.size
@@ -723,8 +744,5 @@ func (r *Runner) gradeRun(ctx context.Context, x *experiment, p pair, st *harnes
 			item.Artifacts[a.Name] = grade.Artifact{Skipped: "skipped:not_fetched"}
 		}
 	}
-	// The run is the subject: a judge's calls are recorded against it.
-	env := r.env
-	env.Subject.Kind, env.Subject.ID = grade.SubjectRun, fmt.Sprintf("%s/%s/%d", x.id, p.c.ID, p.rep)
-	return p.graders.Grade(ctx, &item, env)
+	return item
 }

@@ -72,6 +72,11 @@ type RunJSON struct {
 	StartedAt        *time.Time      `json:"started_at"`
 	FinishedAt       *time.Time      `json:"finished_at"`
 	UpdatedAt        *time.Time      `json:"updated_at,omitempty"`
+	// Graders is the case's compiled graders and Input its input, frozen
+	// on the record for regrading; GraderVersions the graders of Verdicts.
+	Graders        json.RawMessage `json:"graders"`
+	Input          json.RawMessage `json:"input"`
+	GraderVersions json.RawMessage `json:"grader_versions"`
 }
 
 // ExperimentToJSON converts a stored experiment.
@@ -105,6 +110,7 @@ func RunToJSON(r store.RunRecord) RunJSON {
 		Trajectory: orNull(r.Trajectory), Files: orEmpty(r.Files),
 		TrajectorySHA256: strPtr(r.TrajectorySHA256), Artifacts: orNull(r.Artifacts), Attempts: orEmpty(r.Attempts),
 		Usage: orNull(r.Usage), Score: r.Score, LatencyMS: r.LatencyMS, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
+		Graders: orNull(r.Graders), Input: orNull(r.Input), GraderVersions: orNull(r.GraderVersions),
 	}
 	if !r.UpdatedAt.IsZero() {
 		u := r.UpdatedAt
@@ -123,6 +129,7 @@ func RunFromJSON(tenantID, experimentID string, j RunJSON) store.RunRecord {
 		Trajectory: nullToNil(j.Trajectory), Files: nullToNil(j.Files), Artifacts: nullToNil(j.Artifacts),
 		Attempts: nullToNil(j.Attempts), Usage: nullToNil(j.Usage), Score: j.Score, LatencyMS: j.LatencyMS,
 		StartedAt: j.StartedAt, FinishedAt: j.FinishedAt,
+		Graders: nullToNil(j.Graders), Input: nullToNil(j.Input), GraderVersions: nullToNil(j.GraderVersions),
 	}
 	if j.UpdatedAt != nil {
 		r.UpdatedAt = *j.UpdatedAt

@@ -185,13 +185,9 @@ func (g *Grader) GradeRollout(ctx context.Context, rolloutID string) error {
 	if err != nil {
 		return err
 	}
-	specs, err := grade.ParseSpecs(in.Graders)
+	suite, err := taskSuite(in.Graders)
 	if err != nil {
-		return fmt.Errorf("task graders: %w", err)
-	}
-	suite, err := grade.Compile(specs)
-	if err != nil {
-		return fmt.Errorf("task graders: %w", err)
+		return err
 	}
 	env, err := g.EnvFor(ctx, r)
 	if err != nil {
@@ -268,13 +264,7 @@ func (g *Grader) ReconcileRollout(ctx context.Context, rolloutID string) (bool, 
 	if err != nil {
 		return false, err
 	}
-	counted, bodies := 0, true
-	for _, c := range calls {
-		if c.Counted {
-			counted++
-			bodies = bodies && c.RequestBlob != nil && c.ResponseBlob != nil
-		}
-	}
+	counted, bodies := countedCalls(calls)
 	sets, err := g.store.VerdictSets(ctx, r.TenantID, "rollout", rolloutID)
 	if err != nil {
 		return false, err
@@ -316,6 +306,19 @@ func (g *Grader) ReconcileRollout(ctx context.Context, rolloutID string) (bool, 
 		return false, err
 	}
 	return true, nil
+}
+
+// countedCalls counts a rollout's counted completions and reports
+// whether the bodies of all of them were captured.
+func countedCalls(calls []store.GatewayCall) (counted int, bodies bool) {
+	bodies = true
+	for _, c := range calls {
+		if c.Counted {
+			counted++
+			bodies = bodies && c.RequestBlob != nil && c.ResponseBlob != nil
+		}
+	}
+	return counted, bodies
 }
 
 // ReasonRecordsLost is the unreconciled reason when a gateway replica

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"time"
 )
 
@@ -45,6 +46,37 @@ type ExperimentStore interface {
 	// BlobRef returns the size of a blob the tenant stored; ErrNotFound
 	// if the tenant never stored it.
 	BlobRef(ctx context.Context, tenantID, sha256 string) (size int64, err error)
+
+	// SaveRunRegrade stores a new current verdict set of a graded run and
+	// the run's new verdicts, grader versions, classification and score
+	// (SPEC §8). The first regrade of a run first keeps the set the run
+	// was graded with, at its finish time, so the history is whole. It
+	// returns the stored set. ErrNotFound if the run is not the tenant's.
+	SaveRunRegrade(ctx context.Context, g RunRegrade) (VerdictSet, error)
+	// RunVerdictSets returns a run's verdict sets, oldest first: empty
+	// until its first regrade, then every set including the first.
+	RunVerdictSets(ctx context.Context, tenantID, experimentID, caseID string, repetition int) ([]VerdictSet, error)
+}
+
+// RunRegrade is a regrade of one run record.
+type RunRegrade struct {
+	TenantID       string
+	ExperimentID   string
+	CaseID         string
+	Repetition     int
+	Verdicts       json.RawMessage
+	GraderVersions json.RawMessage
+	// Source is VerdictsFromTask (the case's frozen graders) or
+	// VerdictsFromRequest; Graders the request's compiled graders.
+	Source         string
+	Graders        json.RawMessage
+	Classification string
+	Score          *float64
+}
+
+// RunSubject is the verdict-set subject id of a run.
+func RunSubject(experimentID, caseID string, repetition int) string {
+	return experimentID + "/" + caseID + "/" + strconv.Itoa(repetition)
 }
 
 // NewExperiment is what CreateExperiment stores.
@@ -86,6 +118,9 @@ type ExperimentFinish struct {
 	ID       string
 	Model    string
 	Summary  json.RawMessage
+	// KeepFinishedAt keeps the finish time of an experiment that finished
+	// before: a regrade replaces the summary, not when the runs ended.
+	KeepFinishedAt bool
 }
 
 // RunRecord is one (case, repetition) of an experiment. JSON members hold
@@ -125,6 +160,13 @@ type RunRecord struct {
 	Usage json.RawMessage
 	// Score is the run's reward (weighted mean verdict score).
 	Score *float64
+	// Graders is the case's compiled graders and Input its input, frozen
+	// on the record so it can be graded again (SPEC §8); GraderVersions
+	// is the graders of Verdicts (grade.GraderRef). nil on records written
+	// before they were kept, or when the run was never graded.
+	Graders        json.RawMessage
+	Input          json.RawMessage
+	GraderVersions json.RawMessage
 	// LatencyMS is the run's wall time from creation to its terminal
 	// status, in milliseconds.
 	LatencyMS  *float64

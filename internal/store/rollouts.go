@@ -27,6 +27,8 @@ var (
 	ErrPolicyNotFound = errors.New("policy not found")
 	// ErrIdempotencyKeyReused: an Idempotency-Key seen with another body.
 	ErrIdempotencyKeyReused = errors.New("idempotency key reused with another body")
+	// ErrNotGraded: a regrade of a rollout or run that was never graded.
+	ErrNotGraded = errors.New("not graded")
 )
 
 // FieldError is a store refusal caused by one field of the caller's
@@ -317,7 +319,48 @@ type VerdictSet struct {
 	ID             string
 	Verdicts       json.RawMessage
 	GraderVersions json.RawMessage
-	CreatedAt      time.Time
+	// Source is where the graders came from: VerdictsFromTask or
+	// VerdictsFromRequest.
+	Source string
+	// Graders is the compiled graders of a regrade request, nil when the
+	// set was graded with the subject's own frozen graders.
+	Graders   json.RawMessage
+	CreatedAt time.Time
+}
+
+// Sources of a verdict set's graders.
+const (
+	// VerdictsFromTask: the task's (or eval case's) frozen graders.
+	VerdictsFromTask = "task"
+	// VerdictsFromRequest: graders given to a regrade (SPEC §8).
+	VerdictsFromRequest = "request"
+)
+
+// Verdict set subject kinds.
+const (
+	SubjectRollout = "rollout"
+	SubjectRun     = "run"
+)
+
+// RegradeResult is a regrade of a graded rollout (SPEC §8): a new verdict
+// set, which becomes current, and the training-grade decision recomputed
+// from it. Reconciliation is never changed by a regrade.
+type RegradeResult struct {
+	TenantID       string
+	RolloutID      string
+	Verdicts       json.RawMessage
+	GraderVersions json.RawMessage
+	// Source is VerdictsFromTask or VerdictsFromRequest; Graders the
+	// request's compiled graders (nil for VerdictsFromTask).
+	Source  string
+	Graders json.RawMessage
+	// TrainingGrade is nil while reconciliation is pending.
+	TrainingGrade *bool
+	Reasons       []string
+	// Outcome and Reward are the new set's classification and reward, as
+	// in GradeResult: the batch results follow them.
+	Outcome string
+	Reward  *float64
 }
 
 // RolloutStore keeps batches and rollouts and runs their state machine
@@ -401,4 +444,10 @@ type RolloutStore interface {
 	// SaveGrade stores a verdict set and the training-grade decision, and
 	// moves a submitted rollout to graded.
 	SaveGrade(ctx context.Context, g GradeResult) error
+	// SaveRegrade stores a new current verdict set of a rollout that was
+	// graded before and its recomputed training-grade decision, leaving its
+	// state and reconciliation alone; it returns the stored set. Earlier
+	// sets are kept. ErrNotFound if the rollout is not the tenant's;
+	// ErrNotGraded if it has no verdict set yet.
+	SaveRegrade(ctx context.Context, g RegradeResult) (VerdictSet, error)
 }

@@ -118,9 +118,12 @@ func (s *Store) FinishExperiment(ctx context.Context, f store.ExperimentFinish) 
 	var out store.Experiment
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		now := s.now()
-		res, err := tx.ExecContext(ctx,
-			`UPDATE experiments SET model = $3, summary = $4, finished_us = $5 WHERE tenant_id = $1 AND id = $2`,
-			f.TenantID, f.ID, jsonText(f.Model), string(f.Summary), now)
+		q := `UPDATE experiments SET model = $3, summary = $4, finished_us = $5 WHERE tenant_id = $1 AND id = $2`
+		if f.KeepFinishedAt {
+			q = `UPDATE experiments SET model = $3, summary = $4, finished_us = COALESCE(finished_us, $5)
+				WHERE tenant_id = $1 AND id = $2`
+		}
+		res, err := tx.ExecContext(ctx, q, f.TenantID, f.ID, jsonText(f.Model), string(f.Summary), now)
 		if err != nil {
 			return err
 		}
@@ -169,7 +172,7 @@ func scanExperiment(r scanner) (store.Experiment, error) {
 
 const runColumns = `experiment_id, case_id, repetition, run_id, status, classification, timed_out, error, model,
 	answer, output, verdicts, trajectory_blob, trajectory, files, artifacts, attempts, usage, score, latency_ms,
-	started_us, finished_us, updated_us`
+	started_us, finished_us, updated_us, graders, input, grader_versions`
 
 // runClassifications are the values PutRun accepts ("" is in flight).
 var runClassifications = []string{"", "passed", "failed", "unscored", "error"}
@@ -204,6 +207,7 @@ func checkRun(r store.RunRecord) error {
 	for name, raw := range map[string]json.RawMessage{
 		"output": r.Output, "verdicts": r.Verdicts, "trajectory": r.Trajectory, "files": r.Files,
 		"artifacts": r.Artifacts, "attempts": r.Attempts, "usage": r.Usage,
+		"graders": r.Graders, "input": r.Input, "grader_versions": r.GraderVersions,
 	} {
 		if len(raw) > 0 && !json.Valid(raw) {
 			return fmt.Errorf("%s is not JSON", name)
@@ -239,8 +243,9 @@ func (s *Store) PutRun(ctx context.Context, r store.RunRecord) (bool, error) {
 		_, err = tx.ExecContext(ctx,
 			`INSERT INTO runs (experiment_id, case_id, repetition, tenant_id, run_id, status, classification, timed_out,
 			   error, model, answer, output, verdicts, trajectory_blob, trajectory, files, artifacts, attempts, usage,
-			   score, latency_ms, started_us, finished_us, updated_us)
-			 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24)
+			   score, latency_ms, started_us, finished_us, updated_us, graders, input, grader_versions)
+			 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24,
+			   $25, $26, $27)
 			 ON CONFLICT (experiment_id, case_id, repetition) DO UPDATE SET
 			   run_id = excluded.run_id, status = excluded.status, classification = excluded.classification,
 			   timed_out = excluded.timed_out, error = excluded.error, model = excluded.model, answer = excluded.answer,
@@ -248,12 +253,14 @@ func (s *Store) PutRun(ctx context.Context, r store.RunRecord) (bool, error) {
 			   trajectory = excluded.trajectory, files = excluded.files, artifacts = excluded.artifacts,
 			   attempts = excluded.attempts, usage = excluded.usage, score = excluded.score,
 			   latency_ms = excluded.latency_ms, started_us = excluded.started_us, finished_us = excluded.finished_us,
-			   updated_us = excluded.updated_us`,
+			   updated_us = excluded.updated_us, graders = excluded.graders, input = excluded.input,
+			   grader_versions = excluded.grader_versions`,
 			r.ExperimentID, r.CaseID, r.Repetition, r.TenantID, jsonText(r.RunID), nullString(r.Status),
 			nullString(r.Classification), r.TimedOut, jsonText(r.Error), jsonText(r.Model), jsonTextPtr(r.Answer),
 			nullJSON(r.Output), nullJSON(r.Verdicts), nullString(r.TrajectorySHA256), nullJSON(r.Trajectory),
 			nullJSON(r.Files), nullJSON(r.Artifacts), nullJSON(r.Attempts), nullJSON(r.Usage),
-			nullFloat(r.Score), nullFloat(r.LatencyMS), nullMicros(r.StartedAt), nullMicros(r.FinishedAt), s.now())
+			nullFloat(r.Score), nullFloat(r.LatencyMS), nullMicros(r.StartedAt), nullMicros(r.FinishedAt), s.now(),
+			nullJSON(r.Graders), nullJSON(r.Input), nullJSON(r.GraderVersions))
 		if err != nil {
 			return fmt.Errorf("write run: %w", err)
 		}
@@ -350,17 +357,18 @@ func scanRun(r scanner) (store.RunRecord, error) {
 		rec                                               store.RunRecord
 		runID, status, class, errMsg, model, answer, traj sql.NullString
 		output, verdicts, trajInfo, files, arts, attempts sql.NullString
-		usage                                             sql.NullString
+		usage, graders, input, versions                   sql.NullString
 		score, latency                                    sql.NullFloat64
 		started, finished                                 sql.NullInt64
 		updated                                           int64
 	)
 	err := r.Scan(&rec.ExperimentID, &rec.CaseID, &rec.Repetition, &runID, &status, &class, &rec.TimedOut, &errMsg,
 		&model, &answer, &output, &verdicts, &traj, &trajInfo, &files, &arts, &attempts, &usage, &score, &latency,
-		&started, &finished, &updated)
+		&started, &finished, &updated, &graders, &input, &versions)
 	if err != nil {
 		return store.RunRecord{}, err
 	}
+	rec.Graders, rec.Input, rec.GraderVersions = rawOrNil(graders), rawOrNil(input), rawOrNil(versions)
 	rec.Status, rec.Classification, rec.TrajectorySHA256 = status.String, class.String, traj.String
 	for _, f := range []struct {
 		col sql.NullString

@@ -191,7 +191,7 @@ func (s *Store) ListAgents(ctx context.Context, tenantID string) ([]store.AgentS
 
 // VerdictSets returns a subject's verdict sets, oldest first.
 func (s *Store) VerdictSets(ctx context.Context, tenantID, kind, subjectID string) ([]store.VerdictSet, error) {
-	rows, err := s.reader.QueryContext(ctx, `SELECT id, verdicts, grader_versions, created_us FROM verdict_sets
+	rows, err := s.reader.QueryContext(ctx, `SELECT `+verdictSetColumns+` FROM verdict_sets
 		WHERE tenant_id = $1 AND subject_kind = $2 AND subject_id = $3 ORDER BY created_us, id`, tenantID, kind, subjectID)
 	if err != nil {
 		return nil, fmt.Errorf("verdict sets: %w", err)
@@ -199,18 +199,30 @@ func (s *Store) VerdictSets(ctx context.Context, tenantID, kind, subjectID strin
 	defer rows.Close()
 	var out []store.VerdictSet
 	for rows.Next() {
-		var (
-			v                 store.VerdictSet
-			verdicts, version string
-			created           int64
-		)
-		if err := rows.Scan(&v.ID, &verdicts, &version, &created); err != nil {
+		v, err := scanVerdictSet(rows)
+		if err != nil {
 			return nil, fmt.Errorf("verdict sets: %w", err)
 		}
-		v.Verdicts, v.GraderVersions, v.CreatedAt = json.RawMessage(verdicts), json.RawMessage(version), store.FromMicros(created)
 		out = append(out, v)
 	}
 	return out, rows.Err()
+}
+
+const verdictSetColumns = `id, verdicts, grader_versions, source, graders, created_us`
+
+func scanVerdictSet(r scanner) (store.VerdictSet, error) {
+	var (
+		v                         store.VerdictSet
+		verdicts, version, source string
+		graders                   sql.NullString
+		created                   int64
+	)
+	if err := r.Scan(&v.ID, &verdicts, &version, &source, &graders, &created); err != nil {
+		return v, err
+	}
+	v.Verdicts, v.GraderVersions, v.Source = json.RawMessage(verdicts), json.RawMessage(version), source
+	v.Graders, v.CreatedAt = rawOrNil(graders), store.FromMicros(created)
+	return v, nil
 }
 
 // GradingInput loads what grading a rollout reads.
