@@ -311,3 +311,152 @@ func TestDatasets_ExportExactRowsAndStayByteIdentical(t *testing.T) {
 		}
 	})
 }
+
+type errorBody struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+		Pointer string `json:"pointer"`
+	} `json:"error"`
+}
+
+func decodeError(t *testing.T, r response) errorBody {
+	t.Helper()
+	var e errorBody
+	if err := json.Unmarshal(r.body, &e); err != nil {
+		t.Fatalf("error body %s: %v", r.body, err)
+	}
+	return e
+}
+
+// The rules of a dataset's creation and build: bad input changes
+// nothing; a selection of nothing is ready at once with a manifest that
+// says why; the file and manifest are 409 while building; one replica
+// builds (a job another holds is left alone until its lease lapses); a
+// rollout whose blobs are gone is not exported, under bodies_missing,
+// without failing the build; a build that cannot be done is failed with
+// its reason, never ready.
+func TestDatasets_CreationAndBuildRules(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, sqliteEngine, harnessOpts{})
+	ctx := context.Background()
+	a := h.rollout(`,"policy":"p1"`)
+	if _, err := h.client(a).Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "m",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("refund order 7")}}); err != nil {
+		t.Fatal(err)
+	}
+	h.submit(a, `{"final_text":"refund issued","llm_call_count":1,"tool_calls":[]}`)
+	h.settle(a.RolloutID)
+
+	for _, tc := range []struct {
+		name, body string
+		status     int
+		code, ptr  string
+	}{
+		{"unknown format", `{"agent_id":"agent-1","format":"csv"}`, 422, "invalid_body", "/format"},
+		{"no format", `{"agent_id":"agent-1"}`, 422, "invalid_body", "/format"},
+		{"no agent", `{"format":"sft"}`, 422, "invalid_body", "/agent_id"},
+		{"bad since", `{"agent_id":"agent-1","format":"sft","since":"yesterday"}`, 422, "invalid_body", "/since"},
+		{"empty range", `{"agent_id":"agent-1","format":"sft","since":"2031-06-02T00:00:00Z","until":"2031-06-01T00:00:00Z"}`, 422, "invalid_body", "/until"},
+		{"negative margin", `{"agent_id":"agent-1","format":"dpo","min_margin":-1}`, 422, "invalid_body", "/min_margin"},
+		{"bad batch id", `{"agent_id":"agent-1","format":"sft","batch_ids":["x"]}`, 422, "invalid_body", "/batch_ids/0"},
+		{"unknown member", `{"agent_id":"agent-1","format":"sft","reward":1}`, 422, "invalid_body", "/reward"},
+		{"unknown agent", `{"agent_id":"agent-9","format":"sft"}`, 404, "not_found", ""},
+	} {
+		r := h.do(http.MethodPost, "/api/v1/datasets", h.admin, []byte(tc.body))
+		e := decodeError(t, r)
+		if r.status != tc.status || e.Error.Code != tc.code || e.Error.Pointer != tc.ptr {
+			t.Errorf("%s: %d %s, want %d %s at %q", tc.name, r.status, r.body, tc.status, tc.code, tc.ptr)
+		}
+	}
+	if r := h.mustJSON(http.MethodGet, "/api/v1/datasets", h.admin, "", http.StatusOK); !bytes.Contains(r.body, []byte(`"items":[]`)) {
+		t.Fatalf("refused creations stored something: %s", r.body)
+	}
+
+	// A selection of nothing: ready at once, 0 rows, and why.
+	r := h.mustJSON(http.MethodPost, "/api/v1/datasets", h.admin,
+		`{"agent_id":"agent-1","format":"sft","batch_ids":["0192f0c4-0000-7000-8000-000000000001"]}`, http.StatusCreated)
+	var empty datasetView
+	if err := json.Unmarshal(r.body, &empty); err != nil {
+		t.Fatal(err)
+	}
+	var em dataset.Manifest
+	if err := json.Unmarshal(empty.Manifest, &em); empty.State != "ready" || err != nil || em.Rows != 0 ||
+		em.EmptyReason == nil || *em.EmptyReason != "no rollout matched the selection" {
+		t.Fatalf("empty selection: %s", r.body)
+	}
+	// Its queued job finds it built and leaves it as it is.
+	builder := build.New(h.st, h.blobs, nil)
+	if n, err := builder.RunOnce(ctx, "other", time.Minute); err != nil || n != 1 {
+		t.Fatalf("the empty dataset's job: %d %v", n, err)
+	}
+	if r2 := h.mustJSON(http.MethodGet, "/api/v1/datasets/"+empty.ID, h.admin, "", http.StatusOK); !bytes.Contains(r2.body, []byte(`"state":"ready"`)) {
+		t.Fatalf("after its job: %s", r2.body)
+	}
+
+	// Building: the file and manifest are 409; a job another replica
+	// holds is not built until its lease lapses.
+	r = h.mustJSON(http.MethodPost, "/api/v1/datasets", h.admin, `{"agent_id":"agent-1","format":"rl"}`, http.StatusCreated)
+	var d datasetView
+	_ = json.Unmarshal(r.body, &d)
+	if d.State != "building" {
+		t.Fatalf("dataset with members: %s, want building", r.body)
+	}
+	for _, p := range []string{"/file", "/manifest"} {
+		h.mustJSON(http.MethodGet, "/api/v1/datasets/"+d.ID+p, h.admin, "", http.StatusConflict)
+	}
+	if jobs, err := h.st.ClaimJobs(ctx, "replica-that-dies", []string{"dataset_build"}, 1, time.Minute); err != nil || len(jobs) != 1 {
+		t.Fatalf("claim the build: %v %v", jobs, err)
+	}
+	if n, err := builder.RunOnce(ctx, "other", time.Minute); err != nil || n != 0 {
+		t.Fatalf("a second replica took a held build: %d %v", n, err)
+	}
+	h.clk.Advance(2 * time.Minute)
+	if n, err := builder.RunOnce(ctx, "other", time.Minute); err != nil || n != 1 {
+		t.Fatalf("the lapsed build was not taken over: %d %v", n, err)
+	}
+	r = h.mustJSON(http.MethodGet, "/api/v1/datasets/"+d.ID, h.admin, "", http.StatusOK)
+	_ = json.Unmarshal(r.body, &d)
+	if d.State != "ready" {
+		t.Fatalf("after the takeover: %s", r.body)
+	}
+	file := h.mustJSON(http.MethodGet, "/api/v1/datasets/"+d.ID+"/file", h.admin, "", http.StatusOK)
+	if len(lines(file.body)) != 1 {
+		t.Fatalf("rl file: %s", file.body)
+	}
+	// A conditional GET with the ETag is 304.
+	h.mustJSON(http.MethodGet, "/api/v1/datasets/"+d.ID+"/file", h.admin, "", http.StatusNotModified, "If-None-Match", file.header.Get("ETag"))
+
+	// Blobs gone: not exported under bodies_missing; the build is ready.
+	calls, err := h.st.GatewayCalls(ctx, h.tenant.ID, a.RolloutID)
+	if err != nil || len(calls) != 1 || calls[0].ResponseBlob == nil {
+		t.Fatalf("calls: %+v %v", calls, err)
+	}
+	if err := h.blobs.Delete(ctx, *calls[0].ResponseBlob); err != nil {
+		t.Fatal(err)
+	}
+	missing := h.createDataset(builder, `{"agent_id":"agent-1","format":"rl"}`)
+	var mm dataset.Manifest
+	if err := json.Unmarshal(missing.Manifest, &mm); missing.State != "ready" || err != nil || mm.Rows != 0 ||
+		mm.NotExportedByReason[build.ReasonBodiesMissing] != 1 {
+		t.Fatalf("missing blobs: %+v %s", missing, missing.Manifest)
+	}
+
+	// No blob store: failed with the reason, never ready.
+	noBlobs := build.New(h.st, nil, nil)
+	r = h.mustJSON(http.MethodPost, "/api/v1/datasets", h.admin, `{"agent_id":"agent-1","format":"sft"}`, http.StatusCreated)
+	var f datasetView
+	_ = json.Unmarshal(r.body, &f)
+	if _, err := noBlobs.RunOnce(ctx, "x", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	r = h.mustJSON(http.MethodGet, "/api/v1/datasets/"+f.ID, h.admin, "", http.StatusOK)
+	_ = json.Unmarshal(r.body, &f)
+	if f.State != "failed" || f.Reason == nil || f.FileSHA256 != nil || string(f.Manifest) != "null" {
+		t.Fatalf("a build without a blob store: %s", r.body)
+	}
+	fr := h.mustJSON(http.MethodGet, "/api/v1/datasets/"+f.ID+"/file", h.admin, "", http.StatusConflict)
+	if e := decodeError(t, fr); !bytes.Contains([]byte(e.Error.Message), []byte("failed to build")) {
+		t.Errorf("file of a failed dataset: %s", fr.body)
+	}
+}
