@@ -118,6 +118,7 @@ GYRE_CONFIG, then built-in defaults.`,
 		a.harnessCommand(),
 		a.lintCommand(),
 		a.demoCommand(),
+		a.datasetCommand(),
 	)
 	return root
 }
