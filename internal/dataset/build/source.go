@@ -36,12 +36,14 @@ type source struct {
 	st    store.Store
 	blobs gateway.BlobReader
 	ds    store.Dataset
-	// tasks caches each task's suite and version (a dataset has few).
-	tasks map[string]store.Task
+	// task is the last task read: members come task by task often
+	// enough (a group is one task), and one entry keeps memory flat
+	// however many tasks the dataset spans.
+	task store.Task
 }
 
 func newSource(ctx context.Context, st store.Store, blobs gateway.BlobReader, ds store.Dataset) *source {
-	return &source{ctx: ctx, st: st, blobs: blobs, ds: ds, tasks: map[string]store.Task{}}
+	return &source{ctx: ctx, st: st, blobs: blobs, ds: ds}
 }
 
 // Rollouts yields the members in rollout id order, a page at a time.
@@ -125,15 +127,14 @@ func (s *source) rollout(m store.DatasetMember) (*dataset.Rollout, error) {
 		// Not exported whatever its traffic: reading it would be waste.
 		return r, nil
 	}
-	task, ok := s.tasks[m.TaskID]
-	if !ok {
+	if s.task.ID != m.TaskID {
 		t, err := s.st.Task(s.ctx, s.ds.TenantID, m.TaskID)
 		if err != nil {
 			return nil, fmt.Errorf("rollout %s: task: %w", m.RolloutID, err)
 		}
-		task, s.tasks[m.TaskID] = t, t
+		s.task = t
 	}
-	r.Suite, r.SuiteVersion = task.SuiteName, task.SuiteVersion
+	r.Suite, r.SuiteVersion = s.task.SuiteName, s.task.SuiteVersion
 	ro, err := s.st.GetRollout(s.ctx, s.ds.TenantID, m.RolloutID)
 	if err != nil {
 		return nil, fmt.Errorf("rollout %s: %w", m.RolloutID, err)
