@@ -281,8 +281,22 @@ func TestDatasets_ExportExactRowsAndStayByteIdentical(t *testing.T) {
 			t.Errorf("sft manifest = %s", mr.body)
 		}
 
+		// A second dataset of each format, frozen now but built only
+		// after the changes below, as by a replica that takes the job up
+		// after a restart.
+		later := map[dataset.Format]string{}
+		for _, f := range dataset.Formats {
+			r := h.mustJSON(http.MethodPost, "/api/v1/datasets", h.admin, fmt.Sprintf(`{"agent_id":"agent-1","format":%q}`, f), http.StatusCreated)
+			var d datasetView
+			if err := json.Unmarshal(r.body, &d); err != nil || d.State != "building" {
+				t.Fatalf("%s: %s", f, r.body)
+			}
+			later[f] = d.ID
+		}
+
 		// More rollouts, a regrade that flips both rewards, a restart:
-		// every dataset serves the same bytes.
+		// every dataset serves the same bytes, and the datasets built
+		// after them hold the same rows as those built before.
 		d := h.rollout(`,"policy":"p1"`)
 		if _, err := h.client(d).Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "m", Messages: prefix}); err != nil {
 			t.Fatal(err)
@@ -302,6 +316,22 @@ func TestDatasets_ExportExactRowsAndStayByteIdentical(t *testing.T) {
 			file, etag := fetch(ts2.URL, s.d.ID)
 			if !bytes.Equal(file, s.file) || etag != s.etag {
 				t.Errorf("%s: after new rollouts, a regrade and a restart the file changed (ETag %s, was %s)", f, etag, s.etag)
+			}
+		}
+		for range 20 {
+			if _, err := build.New(h.st, h.blobs, nil).RunOnce(ctx, "restarted", time.Minute); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for f, id := range later {
+			var d datasetView
+			r := h.mustJSON(http.MethodGet, "/api/v1/datasets/"+id, h.admin, "", http.StatusOK)
+			if err := json.Unmarshal(r.body, &d); err != nil || d.State != "ready" || d.RolloutsSelected != 3 {
+				t.Fatalf("%s built after the changes: %s", f, r.body)
+			}
+			file, etag := fetch(ts2.URL, id)
+			if !bytes.Equal(file, sets[f].file) || etag != sets[f].etag {
+				t.Errorf("%s: a dataset frozen before new rollouts and a regrade but built after them differs:\n%s\nwas\n%s", f, file, sets[f].file)
 			}
 		}
 		// A new dataset sees the new rollout and the regrade.
