@@ -33,6 +33,12 @@ func (e *env) seedLists() (experimentID string) {
 	e.batch(append(e.tasks(2), e.tasks(2)...), "")
 	e.batch(e.tasks(2), "") // a second batch pages the batch list
 	e.insertTurns(e.tenant.ID, "agent-1", []string{"t1", "t2", "t3"}, nil)
+	for range 2 {
+		if _, err := e.st.CreateDataset(ctx, store.NewDataset{ID: uuid.Must(uuid.NewV7()).String(), TenantID: e.tenant.ID,
+			AgentID: "agent-1", Format: "sft", Filters: json.RawMessage(`{}`)}); err != nil {
+			e.t.Fatal(err)
+		}
+	}
 	var calls []store.GatewayRecord // production calls, for GET /api/v1/calls
 	for i := range 2 {
 		calls = append(calls, store.GatewayRecord{ID: uuid.Must(uuid.NewV7()).String(), TenantID: e.tenant.ID, AgentID: "agent-1",

@@ -16,6 +16,7 @@ import (
 	"github.com/gyrehq/gyre/internal/auth"
 	"github.com/gyrehq/gyre/internal/blobstore"
 	"github.com/gyrehq/gyre/internal/clock"
+	"github.com/gyrehq/gyre/internal/dataset/build"
 	"github.com/gyrehq/gyre/internal/gateway"
 	"github.com/gyrehq/gyre/internal/ratelimit"
 	"github.com/gyrehq/gyre/internal/rollout"
@@ -148,6 +149,10 @@ type Deps struct {
 	// Limiter holds the rate limits of SPEC §2 (the gateway's own routes
 	// take theirs from the gateway); nil limits nothing.
 	Limiter *ratelimit.Limiter
+	// Datasets builds datasets; the server wakes it when one is created.
+	// nil makes a builder that nothing runs: datasets are then built by
+	// whichever replica runs one (an empty selection is built at once).
+	Datasets *build.Builder
 }
 
 // Server is gyre serve's HTTP server.
@@ -161,6 +166,7 @@ type Server struct {
 	rollout  *rollout.Service
 	gateway  *gateway.Gateway
 	limiter  *ratelimit.Limiter
+	datasets *build.Builder
 	tracer   trace.Tracer
 	auth     *auth.Authenticator
 	mux      *http.ServeMux
@@ -195,6 +201,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 		rollout:  d.Rollouts,
 		gateway:  d.Gateway,
 		limiter:  d.Limiter,
+		datasets: d.Datasets,
 		tracer:   d.Tracing.Tracer(),
 		auth:     auth.NewAuthenticator(d.Store),
 		mux:      http.NewServeMux(),
@@ -202,6 +209,13 @@ func New(cfg Config, d Deps) (*Server, error) {
 	}
 	if err := d.Limiter.Register(d.Metrics.Registry); err != nil {
 		return nil, fmt.Errorf("api: rate limit metrics: %w", err)
+	}
+	if s.datasets == nil {
+		var blobs build.Blobs
+		if d.Blobs != nil {
+			blobs = d.Blobs
+		}
+		s.datasets = build.New(d.Store, blobs, d.Logger)
 	}
 	s.routes()
 	return s, nil
@@ -384,4 +398,5 @@ func (s *Server) routes() {
 	s.gatewayRoutes()
 	s.agentRoutes()
 	s.recordedRoutes()
+	s.datasetRoutes()
 }

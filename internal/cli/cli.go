@@ -81,9 +81,10 @@ func (a *app) rootCommand() *cobra.Command {
 		Long: `gyre is a self-hostable platform around an agent a team already runs:
 production turns and suites become tasks, tasks become rollouts through a
 recording LLM gateway, verifiers grade them and mark the trustworthy ones
-training grade, and gyre eval runs suites against an agent harness.
-Datasets and their exports, the promotion gate, the web UI, the Responses and
-Messages APIs in the gateway and capture over OTLP are coming, not built yet.
+training grade, gyre dataset exports them as frozen sft, dpo, rl or atif
+files, and gyre eval runs suites against an agent harness. The promotion
+gate, the web UI, the Responses and Messages APIs in the gateway and capture
+over OTLP are coming, not built yet.
 
 gyre serve runs the control plane. The operator commands (migrate, tenants,
 keys) work on its store directly, with the same --data and --db flags, and
@@ -120,6 +121,7 @@ GYRE_CONFIG, then built-in defaults.`,
 		a.demoCommand(),
 		a.policyCommand(),
 		a.agentsCommand(),
+		a.datasetCommand(),
 	)
 	return root
 }

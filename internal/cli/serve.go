@@ -22,6 +22,7 @@ import (
 	"github.com/gyrehq/gyre/internal/auth"
 	"github.com/gyrehq/gyre/internal/blobstore"
 	"github.com/gyrehq/gyre/internal/clock"
+	"github.com/gyrehq/gyre/internal/dataset/build"
 	"github.com/gyrehq/gyre/internal/gateway"
 	"github.com/gyrehq/gyre/internal/grade"
 	"github.com/gyrehq/gyre/internal/ratelimit"
@@ -160,11 +161,12 @@ func (a *app) serve(ctx context.Context, c Config) error {
 		closeListeners()
 		return err
 	}
+	datasets := build.New(st, blobs, log)
 	srv, err := api.New(api.Config{
 		PublicURL:    c.publicURL(ln.Addr()),
 		MaxBodyBytes: c.MaxBodyBytes,
 		AllowCommand: c.CommandAllow.Allows,
-	}, api.Deps{Store: st, Logger: log, Clock: clock.Real{}, Metrics: metrics, Blobs: blobs, Rollouts: rollouts, Gateway: gw, Limiter: limiter, Tracing: tracing})
+	}, api.Deps{Store: st, Logger: log, Clock: clock.Real{}, Metrics: metrics, Blobs: blobs, Rollouts: rollouts, Gateway: gw, Limiter: limiter, Tracing: tracing, Datasets: datasets})
 	if err != nil {
 		closeListeners()
 		return err
@@ -190,8 +192,13 @@ func (a *app) serve(ctx context.Context, c Config) error {
 	// so that no accepted output waits for a grader that already left.
 	jobsCtx, stopJobs := context.WithCancel(context.WithoutCancel(ctx))
 	jobsDone := make(chan struct{})
+	buildsDone := make(chan struct{})
 	go func() { rollouts.Run(jobsCtx); close(jobsDone) }()
-	defer func() { stopJobs(); <-jobsDone }()
+	go func() {
+		datasets.Run(jobsCtx, gw.Recorder().ReplicaID(), serveDatasetEvery, serveDatasetLease)
+		close(buildsDone)
+	}()
+	defer func() { stopJobs(); <-jobsDone; <-buildsDone }()
 	errc := make(chan error, 2)
 	n := 1
 	go func() { errc <- srv.Serve(ctx, ln); cancel() }()
@@ -232,6 +239,15 @@ func (a *app) serve(ctx context.Context, c Config) error {
 const (
 	serveJudgeTimeout = time.Minute
 	serveGradeLease   = 10 * time.Minute
+)
+
+// A dataset build holds its job's lease while it writes; a replica that
+// dies mid-build leaves it to another after the lease, which rebuilds the
+// same bytes. A build that outlives its lease may run twice: both write
+// the same file, and the first outcome stands.
+const (
+	serveDatasetEvery = 5 * time.Second
+	serveDatasetLease = 10 * time.Minute
 )
 
 // newServeGrader is the grader of accepted rollouts: judge graders call

@@ -40,8 +40,10 @@ const (
 // Filters are a dataset's selection filters as the creator asked for them
 // (SPEC §9). Nil means not given; the writers apply the defaults.
 type Filters struct {
-	// Since and Until bound the rollouts' creation time (since inclusive,
-	// until exclusive); the store applies them when it freezes the ids.
+	// Since and Until bound the rollouts' submission time (since
+	// inclusive, until exclusive): when the output was accepted, which
+	// never moves, unlike grading time. The store applies them when it
+	// freezes the ids.
 	Since *time.Time `json:"since"`
 	Until *time.Time `json:"until"`
 	// MinReward applies to sft only (default DefaultMinReward).

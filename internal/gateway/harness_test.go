@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -291,6 +293,10 @@ type harnessOpts struct {
 	wrapListener func(net.Listener) net.Listener
 	// gatewayStore, if set, wraps the store the gateway reads.
 	gatewayStore func(gateway.Store) gateway.Store
+	// s3OnPostgres keeps blobs in S3 (GYRE_TEST_S3_URL, under a prefix
+	// of the test's own) when the store is PostgreSQL, as a multi-replica
+	// deployment does.
+	s3OnPostgres bool
 }
 
 var start = time.Date(2031, 6, 1, 12, 0, 0, 0, time.UTC)
@@ -303,7 +309,18 @@ func newHarness(t *testing.T, eng engine, o harnessOpts) *harness {
 	h.up = newUpstream(t)
 	log := slog.New(slog.NewJSONHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	var err error
-	h.blobs, err = blobstore.Open(context.Background(), "", h.dir)
+	blobURL := ""
+	if o.s3OnPostgres && eng.name == "postgres" {
+		if blobURL = os.Getenv("GYRE_TEST_S3_URL"); blobURL == "" {
+			t.Fatal("GYRE_TEST_S3_URL is not set: run the PostgreSQL tests through scripts/testenv.sh, which starts an S3 server")
+		}
+		sep := "?"
+		if strings.Contains(blobURL, "?") {
+			sep = "&"
+		}
+		blobURL += sep + "prefix=test-" + strings.ToLower(rand.Text()) + "/"
+	}
+	h.blobs, err = blobstore.Open(context.Background(), blobURL, h.dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -77,6 +77,7 @@ type Store interface {
 	GradingStore
 	promotion.Store
 	RecordedStore
+	DatasetStore
 
 	// CreateTenant creates a tenant; ErrConflict if the name exists.
 	CreateTenant(ctx context.Context, name string) (gyre.Tenant, error)

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"testing"
 
+	"github.com/pressly/goose/v3"
+
 	"github.com/gyrehq/gyre/internal/clock"
 	"github.com/gyrehq/gyre/internal/store"
 	"github.com/gyrehq/gyre/internal/store/sqlstore"
@@ -34,7 +36,21 @@ func engine() storetest.Engine {
 		},
 		Migrate: func(ctx context.Context, loc string) error { return Migrate(ctx, Config{URL: loc}) },
 		Raw:     func(loc string) (*sql.DB, error) { return sql.Open("pgx", loc) },
-		Latest:  latest,
+		DownTo: func(ctx context.Context, loc string, version int64) error {
+			db, err := sql.Open("pgx", loc)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			d := Dialect()
+			p, err := goose.NewProvider(d.Goose, db, d.Migrations, goose.WithDisableGlobalRegistry(true))
+			if err != nil {
+				return err
+			}
+			_, err = p.DownTo(ctx, version)
+			return err
+		},
+		Latest: latest,
 	}
 }
 

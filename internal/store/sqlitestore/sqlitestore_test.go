@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pressly/goose/v3"
+
 	"github.com/gyrehq/gyre/internal/clock"
 	"github.com/gyrehq/gyre/internal/store"
 	"github.com/gyrehq/gyre/internal/store/sqlstore"
@@ -33,8 +35,22 @@ func engine() storetest.Engine {
 		},
 		Migrate: func(ctx context.Context, loc string) error { return Migrate(ctx, Config{Path: loc}) },
 		Raw:     rawDB,
-		Latest:  latest,
-		Check:   checkIntegrity,
+		DownTo: func(ctx context.Context, loc string, version int64) error {
+			db, err := rawDB(loc)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			d := Dialect()
+			p, err := goose.NewProvider(d.Goose, db, d.Migrations, goose.WithDisableGlobalRegistry(true))
+			if err != nil {
+				return err
+			}
+			_, err = p.DownTo(ctx, version)
+			return err
+		},
+		Latest: latest,
+		Check:  checkIntegrity,
 	}
 }
 

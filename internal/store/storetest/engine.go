@@ -34,6 +34,9 @@ type Engine struct {
 	// Raw opens a plain database/sql handle on loc, for assertions and to
 	// tamper with the schema version.
 	Raw func(loc string) (*sql.DB, error)
+	// DownTo migrates loc down to version with the migrations' own Down
+	// sections, as an older gyre's schema was.
+	DownTo func(ctx context.Context, loc string, version int64) error
 	// Latest is the schema version of the embedded migrations.
 	Latest int64
 	// Check, if set, runs the engine's own consistency checks on loc after

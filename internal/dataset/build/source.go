@@ -1,0 +1,267 @@
+// Package build turns a frozen dataset of the store into its file: a
+// dataset.Source that reads the frozen members a page at a time and
+// rebuilds each rollout's counted completions from the gateway's records
+// and the content-addressed message blobs, and the durable job that
+// writes the file to the blob store and records the outcome.
+package build
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+
+	"github.com/gyrehq/gyre/flywheel"
+	"github.com/gyrehq/gyre/internal/blobstore"
+	"github.com/gyrehq/gyre/internal/dataset"
+	"github.com/gyrehq/gyre/internal/gateway"
+	"github.com/gyrehq/gyre/internal/grade"
+	"github.com/gyrehq/gyre/internal/store"
+)
+
+// ReasonBodiesMissing: a rollout whose recorded bodies were captured but
+// whose blobs are gone (deleted by retention or by hand). It is not
+// exported, and the build goes on.
+const ReasonBodiesMissing = "bodies_missing"
+
+// pageSize is how many frozen members one read returns: memory holds one
+// page of ids and one rollout's traffic at a time, whatever the size of
+// the dataset.
+const pageSize = 256
+
+// source is a dataset.Source over one frozen dataset.
+type source struct {
+	ctx   context.Context
+	st    store.Store
+	blobs gateway.BlobReader
+	ds    store.Dataset
+	// task is the last task read: members come task by task often
+	// enough (a group is one task), and one entry keeps memory flat
+	// however many tasks the dataset spans.
+	task store.Task
+}
+
+func newSource(ctx context.Context, st store.Store, blobs gateway.BlobReader, ds store.Dataset) *source {
+	return &source{ctx: ctx, st: st, blobs: blobs, ds: ds}
+}
+
+// Rollouts yields the members in rollout id order, a page at a time.
+func (s *source) Rollouts() iter.Seq2[*dataset.Rollout, error] {
+	return func(yield func(*dataset.Rollout, error) bool) {
+		after := ""
+		for {
+			page, err := s.st.DatasetMembers(s.ctx, s.ds.ID, after, pageSize)
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			for _, m := range page {
+				r, err := s.rollout(m)
+				if !yield(r, err) || err != nil {
+					return
+				}
+			}
+			if len(page) < pageSize {
+				return
+			}
+			after = page[len(page)-1].RolloutID
+		}
+	}
+}
+
+// Groups yields the members group by group, in group then rollout id
+// order; only one group is held at a time.
+func (s *source) Groups() iter.Seq2[[]*dataset.Rollout, error] {
+	return func(yield func([]*dataset.Rollout, error) bool) {
+		var group []*dataset.Rollout
+		afterG, afterR := "", ""
+		for {
+			page, err := s.st.DatasetGroupMembers(s.ctx, s.ds.ID, afterG, afterR, pageSize)
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			for _, m := range page {
+				if len(group) > 0 && group[0].GroupID != m.GroupID {
+					if !yield(group, nil) {
+						return
+					}
+					group = nil
+				}
+				r, err := s.rollout(m)
+				if err != nil {
+					yield(nil, err)
+					return
+				}
+				group = append(group, r)
+			}
+			if len(page) < pageSize {
+				if len(group) > 0 {
+					yield(group, nil)
+				}
+				return
+			}
+			afterG, afterR = page[len(page)-1].GroupID, page[len(page)-1].RolloutID
+		}
+	}
+}
+
+// rollout reads one frozen member: the verdict set, training grade and
+// reward come from the frozen copy; the traffic, fingerprints and tool
+// calls from the records, which never change once graded.
+func (s *source) rollout(m store.DatasetMember) (*dataset.Rollout, error) {
+	r := &dataset.Rollout{ID: m.RolloutID, TaskID: m.TaskID, GroupID: m.GroupID, BatchID: m.BatchID,
+		TrainingGrade: m.TrainingGrade, NotTrainingGradeReasons: m.NotTrainingGrade}
+	if m.Verdicts != nil {
+		if err := json.Unmarshal(m.Verdicts, &r.Verdicts.Verdicts); err != nil {
+			return nil, fmt.Errorf("rollout %s: frozen verdicts: %w", m.RolloutID, err)
+		}
+	}
+	if m.GraderVersions != nil {
+		if err := json.Unmarshal(m.GraderVersions, &r.Verdicts.Graders); err != nil {
+			return nil, fmt.Errorf("rollout %s: frozen graders: %w", m.RolloutID, err)
+		}
+	}
+	if r.TrainingGrade == nil || !*r.TrainingGrade {
+		// Not exported whatever its traffic: reading it would be waste.
+		return r, nil
+	}
+	if s.task.ID != m.TaskID {
+		t, err := s.st.Task(s.ctx, s.ds.TenantID, m.TaskID)
+		if err != nil {
+			return nil, fmt.Errorf("rollout %s: task: %w", m.RolloutID, err)
+		}
+		s.task = t
+	}
+	r.Suite, r.SuiteVersion = s.task.SuiteName, s.task.SuiteVersion
+	ro, err := s.st.GetRollout(s.ctx, s.ds.TenantID, m.RolloutID)
+	if err != nil {
+		return nil, fmt.Errorf("rollout %s: %w", m.RolloutID, err)
+	}
+	r.ServerFingerprint = ro.ServerFingerprint
+	if ro.Output != nil {
+		var out flywheel.RolloutOutput
+		if err := json.Unmarshal(ro.Output, &out); err != nil {
+			return nil, fmt.Errorf("rollout %s: stored output: %w", m.RolloutID, err)
+		}
+		r.AgentFingerprint = out.AgentFingerprint
+		if calls, ok := out.ToolCalls.Get(); ok {
+			r.ToolCalls = calls
+		}
+	}
+	if r.AgentName == "" && !hasFingerprintName(r.AgentFingerprint) {
+		r.AgentName = ro.AgentID
+	}
+	calls, err := s.st.GatewayCalls(s.ctx, s.ds.TenantID, m.RolloutID)
+	if err != nil {
+		return nil, fmt.Errorf("rollout %s: calls: %w", m.RolloutID, err)
+	}
+	body := gateway.NewBodyReader(s.blobs, s.ds.TenantID)
+	for _, c := range calls {
+		if !c.Counted {
+			continue
+		}
+		if r.Policy == "" && c.Policy != nil {
+			r.Policy = *c.Policy
+		}
+		if c.RequestBlob == nil || c.ResponseBlob == nil || s.blobs == nil {
+			r.Unavailable, r.Completions = grade.NotGradeBodiesNotCaptured, nil
+			return r, nil
+		}
+		bodies, err := body.Read(s.ctx, c.GatewayRecord)
+		if errors.Is(err, blobstore.ErrNotFound) {
+			r.Unavailable, r.Completions = ReasonBodiesMissing, nil
+			return r, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("rollout %s: completion %d: %w", m.RolloutID, c.Seq, err)
+		}
+		comp, err := completion(c, bodies)
+		if err != nil {
+			return nil, fmt.Errorf("rollout %s: completion %d: %w", m.RolloutID, c.Seq, err)
+		}
+		r.Completions = append(r.Completions, comp)
+	}
+	return r, nil
+}
+
+func hasFingerprintName(fp json.RawMessage) bool {
+	var v struct {
+		Name any `json:"name"`
+	}
+	_ = json.Unmarshal(fp, &v) // a fingerprint of another shape names nothing
+	s, _ := v.Name.(string)
+	return s != ""
+}
+
+// completion splits a recorded call's bodies the way the writers read
+// them.
+func completion(c store.GatewayCall, b gateway.CallBodies) (dataset.Completion, error) {
+	out := dataset.Completion{Seq: c.Seq, Protocol: "chat.completions", Usage: c.Usage, ReceivedAt: c.ReceivedAt}
+	if c.Model != nil {
+		out.Model = *c.Model
+	}
+	if c.DoneAt != nil {
+		out.DoneAt = *c.DoneAt
+	}
+	var req map[string]json.RawMessage
+	if err := json.Unmarshal(b.Request, &req); err != nil {
+		return out, fmt.Errorf("request: %w", err)
+	}
+	if err := json.Unmarshal(req["messages"], &out.Request.Messages); err != nil {
+		return out, fmt.Errorf("request messages: %w", err)
+	}
+	if t, ok := req["tools"]; ok && string(t) != "null" {
+		out.Request.Tools = t
+	}
+	delete(req, "messages")
+	delete(req, "tools")
+	if len(req) > 0 {
+		rest, err := json.Marshal(req)
+		if err != nil {
+			return out, err
+		}
+		out.Request.Rest = rest
+	}
+	var resp struct {
+		PromptTokenIDs []int `json:"prompt_token_ids"`
+		Choices        []struct {
+			Message      json.RawMessage `json:"message"`
+			FinishReason *string         `json:"finish_reason"`
+			TokenIDs     []int           `json:"token_ids"`
+			Logprobs     *struct {
+				Content []struct {
+					Logprob float64 `json:"logprob"`
+				} `json:"content"`
+			} `json:"logprobs"`
+		} `json:"choices"`
+	}
+	if err := json.Unmarshal(b.Response, &resp); err != nil {
+		return out, fmt.Errorf("response: %w", err)
+	}
+	if len(resp.Choices) == 0 || len(resp.Choices[0].Message) == 0 {
+		return out, errors.New("response has no message")
+	}
+	ch := resp.Choices[0]
+	out.Response = ch.Message
+	if ch.FinishReason != nil {
+		out.FinishReason = *ch.FinishReason
+	}
+	out.PromptTokenIDs, out.CompletionTokenIDs = resp.PromptTokenIDs, ch.TokenIDs
+	if ch.Logprobs != nil && len(ch.Logprobs.Content) > 0 {
+		out.Logprobs = make([]float64, len(ch.Logprobs.Content))
+		for i, lp := range ch.Logprobs.Content {
+			out.Logprobs[i] = lp.Logprob
+		}
+	}
+	if len(c.Fingerprint) > 0 {
+		var fp struct {
+			Sampling json.RawMessage `json:"sampling"`
+		}
+		if err := json.Unmarshal(c.Fingerprint, &fp); err == nil && len(fp.Sampling) > 0 && string(fp.Sampling) != "null" {
+			out.Sampling = fp.Sampling
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,285 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/gyrehq/gyre/internal/store"
+)
+
+const datasetColumns = `id, tenant_id, agent_id, format, filters, holdout, state, reason, members,
+	file_sha256, file_bytes, blob_key, manifest, created_us, built_us`
+
+func scanDataset(row interface{ Scan(...any) error }) (store.Dataset, error) {
+	var (
+		d                store.Dataset
+		filters, holdout string
+		manifest         sql.NullString
+		created          int64
+		built, fileBytes sql.NullInt64
+		sha, key, reason sql.NullString
+	)
+	if err := row.Scan(&d.ID, &d.TenantID, &d.AgentID, &d.Format, &filters, &holdout, &d.State, &reason,
+		&d.Members, &sha, &fileBytes, &key, &manifest, &created, &built); err != nil {
+		return store.Dataset{}, err
+	}
+	d.Filters = json.RawMessage(filters)
+	if err := json.Unmarshal([]byte(holdout), &d.HoldoutTaskIDs); err != nil {
+		return store.Dataset{}, fmt.Errorf("dataset holdout: %w", err)
+	}
+	if reason.Valid {
+		d.Reason = &reason.String
+	}
+	if sha.Valid {
+		d.FileSHA256 = &sha.String
+	}
+	if fileBytes.Valid {
+		d.FileBytes = &fileBytes.Int64
+	}
+	if key.Valid {
+		d.BlobKey = &key.String
+	}
+	if manifest.Valid {
+		d.Manifest = json.RawMessage(manifest.String)
+	}
+	d.CreatedAt = store.FromMicros(created)
+	d.BuiltAt = timePtr(built)
+	return d, nil
+}
+
+// CreateDataset freezes the selection with one INSERT … SELECT, so the
+// membership never passes through memory however many rollouts match.
+// Each member copies the rollout's latest verdict set, training grade and
+// reward as they are inside the transaction: a later regrade writes a new
+// verdict set and changes the rollout, never the copy.
+func (s *Store) CreateDataset(ctx context.Context, nd store.NewDataset) (store.Dataset, error) {
+	if len(nd.Filters) == 0 || !json.Valid(nd.Filters) {
+		return store.Dataset{}, errors.New("create dataset: filters are not JSON")
+	}
+	holdout, err := json.Marshal(nonNil(nd.HoldoutTaskIDs))
+	if err != nil {
+		return store.Dataset{}, fmt.Errorf("create dataset: %w", err)
+	}
+	var out store.Dataset
+	err = s.write(ctx, func(tx *sql.Tx) error {
+		var one int
+		if err := tx.QueryRowContext(ctx, `SELECT 1 FROM agents WHERE tenant_id = $1 AND agent_id = $2`,
+			nd.TenantID, nd.AgentID).Scan(&one); err != nil {
+			return notFound("agent", err)
+		}
+		now := s.now()
+		if _, err := tx.ExecContext(ctx, `INSERT INTO datasets (id, tenant_id, agent_id, format, filters, holdout,
+			state, members, created_us) VALUES ($1, $2, $3, $4, $5, $6, $7, 0, $8)`,
+			nd.ID, nd.TenantID, nd.AgentID, nd.Format, string(nd.Filters), string(holdout),
+			store.DatasetBuilding, now); err != nil {
+			if s.d.IsUniqueViolation(err) {
+				return fmt.Errorf("dataset %s: %w", nd.ID, store.ErrConflict)
+			}
+			return fmt.Errorf("insert dataset: %w", err)
+		}
+		latest := func(col string) string {
+			return `(SELECT v.` + col + ` FROM verdict_sets v WHERE v.subject_kind = 'rollout' AND v.subject_id = r.id
+				ORDER BY v.created_us DESC, v.id DESC LIMIT 1)`
+		}
+		q := `INSERT INTO dataset_rollouts (dataset_id, rollout_id, batch_id, task_id, group_id, verdicts,
+			grader_versions, training_grade, not_training_grade, reward)
+			SELECT $1, r.id, r.batch_id, r.task_id, r.group_id, ` + latest("verdicts") + `, ` + latest("grader_versions") + `,
+			r.training_grade, r.not_training_grade, r.reward
+			FROM rollouts r WHERE r.tenant_id = $2 AND r.agent_id = $3 AND r.submitted_us IS NOT NULL`
+		args := []any{nd.ID, nd.TenantID, nd.AgentID}
+		if nd.Since != nil {
+			args = append(args, store.Micros(*nd.Since))
+			q += ` AND r.submitted_us >= $` + strconv.Itoa(len(args))
+		}
+		if nd.Until != nil {
+			args = append(args, store.Micros(*nd.Until))
+			q += ` AND r.submitted_us < $` + strconv.Itoa(len(args))
+		}
+		if nd.BatchIDs != nil {
+			if len(nd.BatchIDs) == 0 {
+				q += ` AND 1 = 0`
+			} else {
+				q += ` AND r.batch_id IN (` + placeholders(len(args)+1, len(nd.BatchIDs)) + `)`
+				for _, b := range nd.BatchIDs {
+					args = append(args, b)
+				}
+			}
+		}
+		res, err := tx.ExecContext(ctx, q, args...)
+		if err != nil {
+			return fmt.Errorf("freeze dataset members: %w", err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return fmt.Errorf("freeze dataset members: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE datasets SET members = $2 WHERE id = $1`, nd.ID, n); err != nil {
+			return fmt.Errorf("count dataset members: %w", err)
+		}
+		if err := s.enqueue(ctx, tx, store.JobDatasetBuild, nd.ID, now); err != nil {
+			return err
+		}
+		out, err = scanDataset(tx.QueryRowContext(ctx, `SELECT `+datasetColumns+` FROM datasets WHERE id = $1`, nd.ID))
+		return err
+	})
+	if err != nil {
+		return store.Dataset{}, fmt.Errorf("create dataset: %w", err)
+	}
+	return out, nil
+}
+
+// GetDataset returns one of the tenant's datasets.
+func (s *Store) GetDataset(ctx context.Context, tenantID, id string) (store.Dataset, error) {
+	d, err := scanDataset(s.reader.QueryRowContext(ctx, `SELECT `+datasetColumns+` FROM datasets
+		WHERE tenant_id = $1 AND id = $2`, tenantID, id))
+	if err != nil {
+		return store.Dataset{}, notFound("dataset", err)
+	}
+	return d, nil
+}
+
+// DatasetByID returns a dataset whatever its tenant.
+func (s *Store) DatasetByID(ctx context.Context, id string) (store.Dataset, error) {
+	d, err := scanDataset(s.reader.QueryRowContext(ctx, `SELECT `+datasetColumns+` FROM datasets WHERE id = $1`, id))
+	if err != nil {
+		return store.Dataset{}, notFound("dataset", err)
+	}
+	return d, nil
+}
+
+// ListDatasets lists the tenant's datasets, newest first.
+func (s *Store) ListDatasets(ctx context.Context, tenantID string, p store.Page) ([]store.Dataset, string, error) {
+	cur := listCursor(tenantID, "datasets")
+	after, err := cur.decodeID(p.Cursor)
+	if err != nil {
+		return nil, "", fmt.Errorf("list datasets: %w", err)
+	}
+	n := limit(p)
+	q := `SELECT ` + datasetColumns + ` FROM datasets WHERE tenant_id = $1`
+	args := []any{tenantID}
+	if after != "" {
+		q += ` AND id < $2`
+		args = append(args, after)
+	}
+	q += ` ORDER BY id DESC LIMIT ` + strconv.Itoa(n+1)
+	rows, err := s.reader.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, "", fmt.Errorf("list datasets: %w", err)
+	}
+	defer rows.Close()
+	out := make([]store.Dataset, 0, n)
+	for rows.Next() {
+		d, err := scanDataset(rows)
+		if err != nil {
+			return nil, "", fmt.Errorf("list datasets: %w", err)
+		}
+		out = append(out, d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", fmt.Errorf("list datasets: %w", err)
+	}
+	var next string
+	if len(out) > n {
+		out = out[:n]
+		next = cur.encode(out[n-1].ID)
+	}
+	return out, next, nil
+}
+
+const memberColumns = `rollout_id, batch_id, task_id, group_id, verdicts, grader_versions, training_grade,
+	not_training_grade, reward`
+
+// DatasetMembers pages the frozen members by rollout id (keyset on the
+// primary key).
+func (s *Store) DatasetMembers(ctx context.Context, datasetID, after string, n int) ([]store.DatasetMember, error) {
+	return s.members(ctx, `SELECT `+memberColumns+` FROM dataset_rollouts WHERE dataset_id = $1 AND rollout_id > $2
+		ORDER BY rollout_id LIMIT $3`, datasetID, after, n)
+}
+
+// DatasetGroupMembers pages the frozen members by group, then rollout id.
+func (s *Store) DatasetGroupMembers(ctx context.Context, datasetID, afterGroup, afterRollout string, n int) ([]store.DatasetMember, error) {
+	return s.members(ctx, `SELECT `+memberColumns+` FROM dataset_rollouts WHERE dataset_id = $1
+		AND (group_id > $2 OR (group_id = $2 AND rollout_id > $3)) ORDER BY group_id, rollout_id LIMIT $4`,
+		datasetID, afterGroup, afterRollout, n)
+}
+
+func (s *Store) members(ctx context.Context, q string, args ...any) ([]store.DatasetMember, error) {
+	rows, err := s.reader.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("dataset members: %w", err)
+	}
+	defer rows.Close()
+	var out []store.DatasetMember
+	for rows.Next() {
+		var (
+			m                           store.DatasetMember
+			verdicts, versions, reasons sql.NullString
+			grade                       sql.NullBool
+			reward                      sql.NullFloat64
+		)
+		if err := rows.Scan(&m.RolloutID, &m.BatchID, &m.TaskID, &m.GroupID, &verdicts, &versions, &grade,
+			&reasons, &reward); err != nil {
+			return nil, fmt.Errorf("dataset members: %w", err)
+		}
+		if verdicts.Valid {
+			m.Verdicts = json.RawMessage(verdicts.String)
+		}
+		if versions.Valid {
+			m.GraderVersions = json.RawMessage(versions.String)
+		}
+		if grade.Valid {
+			m.TrainingGrade = &grade.Bool
+		}
+		if reasons.Valid && reasons.String != "" {
+			if err := json.Unmarshal([]byte(reasons.String), &m.NotTrainingGrade); err != nil {
+				return nil, fmt.Errorf("dataset member reasons: %w", err)
+			}
+		}
+		if reward.Valid {
+			m.Reward = &reward.Float64
+		}
+		out = append(out, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("dataset members: %w", err)
+	}
+	return out, nil
+}
+
+// FinishDataset records a build's outcome once: only a dataset still
+// building changes.
+func (s *Store) FinishDataset(ctx context.Context, b store.DatasetBuilt) (store.Dataset, error) {
+	if b.State != store.DatasetReady && b.State != store.DatasetFailed {
+		return store.Dataset{}, fmt.Errorf("finish dataset: state %q is not ready or failed", b.State)
+	}
+	var out store.Dataset
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		var sha, key, manifest any
+		var size any
+		if b.State == store.DatasetReady {
+			if len(b.Manifest) == 0 || !json.Valid(b.Manifest) {
+				return errors.New("manifest is not JSON")
+			}
+			sha, key, manifest, size = b.FileSHA256, b.BlobKey, string(b.Manifest), b.FileBytes
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE datasets SET state = $2, reason = $3, file_sha256 = $4,
+			file_bytes = $5, blob_key = $6, manifest = $7, built_us = $8 WHERE id = $1 AND state = $9`,
+			b.ID, b.State, b.Reason, sha, size, key, manifest, s.now(), store.DatasetBuilding); err != nil {
+			return err
+		}
+		d, err := scanDataset(tx.QueryRowContext(ctx, `SELECT `+datasetColumns+` FROM datasets WHERE id = $1`, b.ID))
+		if err != nil {
+			return notFound("dataset", err)
+		}
+		out = d
+		return nil
+	})
+	if err != nil {
+		return store.Dataset{}, fmt.Errorf("finish dataset: %w", err)
+	}
+	return out, nil
+}
