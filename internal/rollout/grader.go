@@ -31,7 +31,7 @@ type Grader struct {
 	store store.Store
 	log   *slog.Logger
 	env   grade.Env
-	wake  chan struct{}
+	wake  store.JobWaker
 	// batch is how many jobs a round claims under one lease.
 	batch int
 }
@@ -57,38 +57,17 @@ func NewGrader(st store.Store, d GraderDeps) *Grader {
 	if d.Env.Judge != nil {
 		batch = gradeBatchJudge
 	}
-	return &Grader{store: st, log: d.Logger, env: d.Env, wake: make(chan struct{}, 1), batch: batch}
+	return &Grader{store: st, log: d.Logger, env: d.Env, wake: store.NewJobWaker(), batch: batch}
 }
 
 // Wake makes the grader look for due jobs now.
-func (g *Grader) Wake() {
-	select {
-	case g.wake <- struct{}{}:
-	default:
-	}
-}
+func (g *Grader) Wake() { g.wake.Wake() }
 
 // run grades due jobs until ctx ends.
 func (g *Grader) run(ctx context.Context, owner string, every, lease time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		for {
-			n, err := g.RunOnce(ctx, owner, lease)
-			if err != nil && ctx.Err() == nil {
-				g.log.LogAttrs(ctx, slog.LevelError, "grading jobs", slog.Any("error", err))
-			}
-			if n == 0 || err != nil {
-				break
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-g.wake:
-		}
-	}
+	store.DrainJobs(ctx, every, g.wake,
+		func(ctx context.Context) (int, error) { return g.RunOnce(ctx, owner, lease) },
+		func(err error) { g.log.LogAttrs(ctx, slog.LevelError, "grading jobs", slog.Any("error", err)) })
 }
 
 // RunOnce claims and runs one round of due grading and reconciliation

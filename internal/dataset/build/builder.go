@@ -34,7 +34,7 @@ type Builder struct {
 	st    store.Store
 	blobs Blobs
 	log   *slog.Logger
-	wake  chan struct{}
+	wake  store.JobWaker
 }
 
 // New returns a Builder. blobs may be nil (no blob store): every build
@@ -43,39 +43,18 @@ func New(st store.Store, blobs Blobs, log *slog.Logger) *Builder {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Builder{st: st, blobs: blobs, log: log, wake: make(chan struct{}, 1)}
+	return &Builder{st: st, blobs: blobs, log: log, wake: store.NewJobWaker()}
 }
 
 // Wake makes the builder look for due jobs now.
-func (b *Builder) Wake() {
-	select {
-	case b.wake <- struct{}{}:
-	default:
-	}
-}
+func (b *Builder) Wake() { b.wake.Wake() }
 
 // Run builds due datasets until ctx ends, looking every `every` and
 // whenever woken.
 func (b *Builder) Run(ctx context.Context, owner string, every, lease time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		for {
-			n, err := b.RunOnce(ctx, owner, lease)
-			if err != nil && ctx.Err() == nil {
-				b.log.LogAttrs(ctx, slog.LevelError, "dataset build jobs", slog.Any("error", err))
-			}
-			if n == 0 || err != nil {
-				break
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-b.wake:
-		}
-	}
+	store.DrainJobs(ctx, every, b.wake,
+		func(ctx context.Context) (int, error) { return b.RunOnce(ctx, owner, lease) },
+		func(err error) { b.log.LogAttrs(ctx, slog.LevelError, "dataset build jobs", slog.Any("error", err)) })
 }
 
 // RunOnce claims and runs one due build job and reports how many it took.
