@@ -4,6 +4,7 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/gyrehq/gyre/internal/store"
 )
@@ -11,6 +12,7 @@ import (
 // Completed groups of a batch in completion order (SPEC §9).
 func runGroups(t *testing.T, open Opener) {
 	t.Run("GroupsCompleteInCompletionOrder", func(t *testing.T) { t.Parallel(); testGroupsCompletionOrder(t, open) })
+	t.Run("RetriedGroupCompletesWithItsLastAttempt", func(t *testing.T) { t.Parallel(); testRetriedGroupCompletion(t, open) })
 }
 
 func (f *rolloutFixture) completed(t *testing.T, batchID string, after int64, n int) []store.CompletedGroup {
@@ -110,5 +112,29 @@ func testGroupsCompletionOrder(t *testing.T, open Opener) {
 	other := mustTenant(t, f.s, "other")
 	if _, err := f.s.CompletedGroups(t.Context(), other.ID, b.ID, 0, 10); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("another tenant's batch: %v, want ErrNotFound", err)
+	}
+}
+
+// testRetriedGroupCompletion: a rollout abandoned and retried leaves its
+// group incomplete (the retry is queued); the group completes when the
+// last attempt ends.
+func testRetriedGroupCompletion(t *testing.T, open Opener) {
+	f := newRolloutFixture(t, open, 1)
+	b, _ := f.batch(t, store.NewBatch{GroupSize: 1, MaxAttempts: 2})
+	f.claimOne(t, "r1")
+	f.clk.Advance(2 * time.Minute)
+	if sw, err := f.s.Sweep(t.Context(), 30*time.Second, 100); err != nil || len(sw.Retries) != 1 {
+		t.Fatalf("sweep: %+v %v", sw, err)
+	}
+	if got := f.completed(t, b.ID, 0, 10); len(got) != 0 {
+		t.Fatalf("with the retry queued: completed %v, want none", groupIDs(got))
+	}
+	r2, _ := f.claimOne(t, "r2")
+	f.clk.Advance(2 * time.Minute)
+	if sw, err := f.s.Sweep(t.Context(), 30*time.Second, 100); err != nil || len(sw.Abandoned) != 1 || len(sw.Retries) != 0 {
+		t.Fatalf("sweep of the last attempt: %+v %v", sw, err)
+	}
+	if got := f.completed(t, b.ID, 0, 10); !slices.Equal(groupIDs(got), []string{r2.GroupID}) {
+		t.Fatalf("after the last attempt was abandoned: completed %v, want [%s]", groupIDs(got), r2.GroupID)
 	}
 }
