@@ -1,8 +1,11 @@
 package storetest
 
 import (
+	"encoding/json"
 	"errors"
 	"slices"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +15,7 @@ import (
 // Completed groups of a batch in completion order (SPEC §9).
 func runGroups(t *testing.T, open Opener) {
 	t.Run("GroupsCompleteInCompletionOrder", func(t *testing.T) { t.Parallel(); testGroupsCompletionOrder(t, open) })
+	t.Run("GroupDecidedConcurrentlyCompletes", func(t *testing.T) { t.Parallel(); testGroupDecidedConcurrently(t, open) })
 	t.Run("RetriedGroupCompletesWithItsLastAttempt", func(t *testing.T) { t.Parallel(); testRetriedGroupCompletion(t, open) })
 }
 
@@ -136,5 +140,40 @@ func testRetriedGroupCompletion(t *testing.T, open Opener) {
 	}
 	if got := f.completed(t, b.ID, 0, 10); !slices.Equal(groupIDs(got), []string{r2.GroupID}) {
 		t.Fatalf("after the last attempt was abandoned: completed %v, want [%s]", groupIDs(got), r2.GroupID)
+	}
+}
+
+// testGroupDecidedConcurrently: when the last two rollouts of a group are
+// decided by two transactions at once, the group still completes (each
+// transaction alone sees the other's rollout undecided).
+func testGroupDecidedConcurrently(t *testing.T, open Opener) {
+	const groups = 12
+	f := newRolloutFixture(t, open, groups)
+	b, _ := f.batch(t, store.NewBatch{GroupSize: 2, MaxAttempts: 1})
+	byGroup := map[string][]string{}
+	for i := range 2 * groups {
+		r, tok := f.claimOne(t, "c"+strconv.Itoa(i))
+		if _, err := f.submit(t, r, tok, `{"final_text":"x"}`, nil); err != nil {
+			t.Fatal(err)
+		}
+		byGroup[r.GroupID] = append(byGroup[r.GroupID], r.ID)
+	}
+	rec := "on_policy"
+	for _, ids := range byGroup {
+		var wg sync.WaitGroup
+		errs := make([]error, len(ids))
+		for i, id := range ids {
+			wg.Go(func() {
+				errs[i] = f.s.SaveGrade(t.Context(), store.GradeResult{RolloutID: id, Verdicts: json.RawMessage(`[]`),
+					GraderVersions: json.RawMessage(`[]`), Outcome: "passed", Reconciliation: &rec, TrainingGrade: true})
+			})
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := f.completed(t, b.ID, 0, 100); len(got) != groups {
+		t.Fatalf("completed %d groups, want all %d", len(got), groups)
 	}
 }
