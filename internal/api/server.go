@@ -399,4 +399,5 @@ func (s *Server) routes() {
 	s.agentRoutes()
 	s.recordedRoutes()
 	s.datasetRoutes()
+	s.groupRoutes()
 }

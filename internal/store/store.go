@@ -78,6 +78,7 @@ type Store interface {
 	promotion.Store
 	RecordedStore
 	DatasetStore
+	GroupStore
 
 	// CreateTenant creates a tenant; ErrConflict if the name exists.
 	CreateTenant(ctx context.Context, name string) (gyre.Tenant, error)

@@ -68,6 +68,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("Catalog", func(t *testing.T) { t.Parallel(); runCatalog(t, open) })
 	t.Run("Rollouts", func(t *testing.T) { t.Parallel(); runRollouts(t, open) })
 	t.Run("Batches", func(t *testing.T) { t.Parallel(); runBatches(t, open) })
+	t.Run("Groups", func(t *testing.T) { t.Parallel(); runGroups(t, open) })
 	t.Run("Gateway", func(t *testing.T) { t.Parallel(); runGateway(t, open) })
 	t.Run("Experiments", func(t *testing.T) { t.Parallel(); runExperiments(t, open) })
 	t.Run("Grading", func(t *testing.T) { t.Parallel(); runGrading(t, open) })
