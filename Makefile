@@ -3,7 +3,7 @@
 #   make test                 whole suite, race detector, against throwaway
 #                             PostgreSQL and S3 servers (scripts/testenv.sh)
 #   make test TESTFLAGS=-v    extra `go test` flags (also PKGS=./internal/...)
-#   make build | vet | fmt-check | bench | bench-gateway | bench-eval-memory | fuzz-smoke
+#   make build | vet | fmt-check | bench | bench-gateway | bench-eval-memory | bench-datasets | fuzz-smoke
 
 GO         ?= go
 PKGS       ?= ./...
@@ -26,7 +26,7 @@ FUZZ_TARGETS ?= ./internal/api:FuzzTurnsIntake ./internal/jcs:FuzzAppendCanonica
 	./internal/harnesscheck:FuzzPathProblem ./internal/harnesscheck:FuzzTitleProbe
 FUZZTIME     ?= 20000x
 
-.PHONY: all test build vet fmt-check bench bench-gateway bench-eval-memory fuzz-smoke
+.PHONY: all test build vet fmt-check bench bench-gateway bench-eval-memory bench-datasets fuzz-smoke
 
 all: fmt-check vet build test
 
@@ -62,6 +62,16 @@ EVALBENCHFLAGS ?=
 bench-eval-memory:
 	$(GO) build -o bin/evalbench ./internal/eval/evalbench
 	bin/evalbench $(EVALBENCHFLAGS)
+
+# bench-datasets measures the sft dataset export on SQLite and file blobs:
+# rows/s of the build and peak RSS at 10,000 and 100,000 seeded
+# training-grade rollouts of two completions each, each measurement in a
+# process of its own; it prints the medians. Not part of CI: seeding
+# 100,000 rollouts takes minutes. E.g. DATASETBENCHFLAGS='-sizes 10000 -count 5'.
+DATASETBENCHFLAGS ?=
+bench-datasets:
+	$(GO) build -o bin/datasetbench ./internal/dataset/build/datasetbench
+	bin/datasetbench $(DATASETBENCHFLAGS)
 
 fuzz-smoke:
 	@set -e; \

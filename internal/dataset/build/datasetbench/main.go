@@ -1,0 +1,202 @@
+// Command datasetbench measures the dataset export: it seeds a fresh
+// SQLite store and file blob store with -rollouts training-grade
+// rollouts of two counted completions each (through the store, bodies
+// stored as the gateway records them), freezes an sft dataset of them and
+// runs the build job, then prints the build's rows per second and the
+// process's peak resident set size (VmHWM). Seeding is not timed, but it
+// counts in the peak RSS, as it would in a server that records and
+// exports.
+//
+// Peak RSS is per process, so each measurement needs a process of its
+// own: with -sizes the command runs itself once per size and repetition
+// and prints the medians. Run it with make bench-datasets, or:
+//
+//	go run ./internal/dataset/build/datasetbench -sizes 10000,100000 -count 3
+//	go run ./internal/dataset/build/datasetbench -rollouts 10000
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/gyrehq/gyre/internal/blobstore"
+	"github.com/gyrehq/gyre/internal/dataset"
+	"github.com/gyrehq/gyre/internal/dataset/build"
+	"github.com/gyrehq/gyre/internal/dataset/build/seed"
+	"github.com/gyrehq/gyre/internal/store"
+	"github.com/gyrehq/gyre/internal/store/storeopen"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "datasetbench:", err)
+		os.Exit(1)
+	}
+}
+
+// result is one measurement, printed by a child as one JSON line.
+type result struct {
+	Rollouts  int   `json:"rollouts"`
+	Exported  int   `json:"rollouts_exported"`
+	Rows      int   `json:"rows"`
+	FileBytes int64 `json:"file_bytes"`
+	// NotExported counts the rollouts left out, by reason: none, when
+	// the seeder is right.
+	NotExported map[string]int `json:"not_exported_by_reason"`
+	Pending     int            `json:"pending"`
+	SeedSeconds float64        `json:"seed_seconds"`
+	Seconds     float64        `json:"build_seconds"`
+	RowsPerS    float64        `json:"rows_per_s"`
+	PeakRSSMi   float64        `json:"peak_rss_mib"`
+}
+
+func run() error {
+	var (
+		rollouts = flag.Int("rollouts", 0, "measure one export of this many rollouts in this process")
+		sizes    = flag.String("sizes", "10000,100000", "sizes to measure, each in a process of its own")
+		count    = flag.Int("count", 3, "measurements per size (medians are printed)")
+		profile  = flag.String("cpuprofile", "", "with -rollouts, write a CPU profile of the build here")
+	)
+	flag.Parse()
+	if *rollouts > 0 {
+		r, err := measure(context.Background(), *rollouts, *profile)
+		if err != nil {
+			return err
+		}
+		return json.NewEncoder(os.Stdout).Encode(r)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%-9s %-6s %9s %12s %14s\n", "rollouts", "count", "rows", "rows/s", "peak RSS MiB")
+	for _, s := range strings.Split(*sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			return fmt.Errorf("size %q: want a positive number", s)
+		}
+		var rates, rss []float64
+		rows := 0
+		for i := range *count {
+			out, err := exec.Command(self, "-rollouts", strconv.Itoa(n)).Output()
+			if err != nil {
+				var ee *exec.ExitError
+				if errors.As(err, &ee) {
+					return fmt.Errorf("size %d: %w: %s", n, err, ee.Stderr)
+				}
+				return err
+			}
+			var r result
+			if err := json.Unmarshal(out, &r); err != nil {
+				return fmt.Errorf("size %d: %w: %q", n, err, out)
+			}
+			fmt.Fprintf(os.Stderr, "  %d rollouts, measurement %d: seeded in %.0fs, %d rows in %.2fs: %.0f rows/s, peak RSS %.1f MiB\n",
+				n, i+1, r.SeedSeconds, r.Rows, r.Seconds, r.RowsPerS, r.PeakRSSMi)
+			rates, rss, rows = append(rates, r.RowsPerS), append(rss, r.PeakRSSMi), r.Rows
+		}
+		fmt.Printf("%-9d %-6d %9d %12.0f %14.1f\n", n, *count, rows, median(rates), median(rss))
+	}
+	return nil
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// measure seeds n rollouts into a fresh store, then builds an sft
+// dataset of them and times the build.
+func measure(ctx context.Context, n int, cpuprofile string) (result, error) {
+	dir, err := os.MkdirTemp("", "datasetbench-")
+	if err != nil {
+		return result{}, err
+	}
+	defer os.RemoveAll(dir)
+	data := filepath.Join(dir, "data")
+	st, err := storeopen.Open(ctx, storeopen.Options{DataDir: data, Migrate: true})
+	if err != nil {
+		return result{}, err
+	}
+	defer st.Close()
+	blobs, err := blobstore.Open(ctx, "", data)
+	if err != nil {
+		return result{}, err
+	}
+	defer blobs.Close()
+	tn, err := st.CreateTenant(ctx, "bench")
+	if err != nil {
+		return result{}, err
+	}
+	seedStart := time.Now()
+	if _, err := seed.Rollouts(ctx, st, blobs, tn.ID, n); err != nil {
+		return result{}, fmt.Errorf("seed: %w", err)
+	}
+	seedSecs := time.Since(seedStart).Seconds()
+	ds, err := st.CreateDataset(ctx, store.NewDataset{ID: uuid.Must(uuid.NewV7()).String(), TenantID: tn.ID,
+		AgentID: seed.Agent, Format: string(dataset.FormatSFT), Filters: json.RawMessage(`{}`)})
+	if err != nil {
+		return result{}, err
+	}
+	stop, err := startProfile(cpuprofile)
+	if err != nil {
+		return result{}, err
+	}
+	start := time.Now()
+	if err := build.New(st, blobs, nil).Build(ctx, ds.ID); err != nil {
+		return result{}, err
+	}
+	secs := time.Since(start).Seconds()
+	stop()
+	ds, err = st.DatasetByID(ctx, ds.ID)
+	if err != nil {
+		return result{}, err
+	}
+	if ds.State != store.DatasetReady {
+		return result{}, fmt.Errorf("dataset is %s, want ready", ds.State)
+	}
+	var m dataset.Manifest
+	if err := json.Unmarshal(ds.Manifest, &m); err != nil {
+		return result{}, err
+	}
+	return result{Rollouts: m.RolloutsSelected, Exported: m.RolloutsExported, Rows: m.Rows, FileBytes: m.FileBytes,
+		NotExported: m.NotExportedByReason, Pending: m.Pending,
+		SeedSeconds: seedSecs, Seconds: secs, RowsPerS: float64(m.Rows) / secs, PeakRSSMi: peakRSS()}, nil
+}
+
+// peakRSS is the process's peak resident set size (VmHWM) in MiB, 0 where
+// /proc is not available.
+func peakRSS() float64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+			if err != nil {
+				return 0
+			}
+			return kb / 1024
+		}
+	}
+	return 0
+}
