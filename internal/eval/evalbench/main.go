@@ -15,19 +15,18 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/gyrehq/gyre/internal/benchproc"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -100,18 +99,9 @@ func run() error {
 			fmt.Fprintf(os.Stderr, "  %d runs, measurement %d: %.0f runs/s, peak RSS %.1f MiB\n", n, i+1, r.RunsPerS, r.PeakRSSMi)
 			rates, rss = append(rates, r.RunsPerS), append(rss, r.PeakRSSMi)
 		}
-		fmt.Printf("%-8d %-6d %12.0f %14.1f\n", n, *count, median(rates), median(rss))
+		fmt.Printf("%-8d %-6d %12.0f %14.1f\n", n, *count, benchproc.Median(rates), benchproc.Median(rss))
 	}
 	return nil
-}
-
-func median(v []float64) float64 {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 // trajectory is a small valid ATIF document with one tool call.
@@ -212,26 +202,5 @@ func measure(ctx context.Context, runs, concurrency int) (result, error) {
 		return result{}, err
 	}
 	secs := time.Since(start).Seconds()
-	return result{Runs: runs, Seconds: secs, JUnitSeconds: time.Since(junit).Seconds(), RunsPerS: float64(runs) / secs, PeakRSSMi: peakRSS()}, nil
-}
-
-// peakRSS is the process's peak resident set size (VmHWM) in MiB, 0 where
-// /proc is not available.
-func peakRSS() float64 {
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
-			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
-			if err != nil {
-				return 0
-			}
-			return kb / 1024
-		}
-	}
-	return 0
+	return result{Runs: runs, Seconds: secs, JUnitSeconds: time.Since(junit).Seconds(), RunsPerS: float64(runs) / secs, PeakRSSMi: benchproc.PeakRSSMiB()}, nil
 }

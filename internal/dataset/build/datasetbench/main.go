@@ -16,16 +16,15 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/gyrehq/gyre/internal/benchproc"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -107,18 +106,9 @@ func run() error {
 				n, i+1, r.SeedSeconds, r.Rows, r.Seconds, r.RowsPerS, r.PeakRSSMi)
 			rates, rss, rows = append(rates, r.RowsPerS), append(rss, r.PeakRSSMi), r.Rows
 		}
-		fmt.Printf("%-9d %-6d %9d %12.0f %14.1f\n", n, *count, rows, median(rates), median(rss))
+		fmt.Printf("%-9d %-6d %9d %12.0f %14.1f\n", n, *count, rows, benchproc.Median(rates), benchproc.Median(rss))
 	}
 	return nil
-}
-
-func median(v []float64) float64 {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 // measure seeds n rollouts into a fresh store, then builds an sft
@@ -177,26 +167,5 @@ func measure(ctx context.Context, n int, cpuprofile string) (result, error) {
 	}
 	return result{Rollouts: m.RolloutsSelected, Exported: m.RolloutsExported, Rows: m.Rows, FileBytes: m.FileBytes,
 		NotExported: m.NotExportedByReason, Pending: m.Pending,
-		SeedSeconds: seedSecs, Seconds: secs, RowsPerS: float64(m.Rows) / secs, PeakRSSMi: peakRSS()}, nil
-}
-
-// peakRSS is the process's peak resident set size (VmHWM) in MiB, 0 where
-// /proc is not available.
-func peakRSS() float64 {
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
-			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
-			if err != nil {
-				return 0
-			}
-			return kb / 1024
-		}
-	}
-	return 0
+		SeedSeconds: seedSecs, Seconds: secs, RowsPerS: float64(m.Rows) / secs, PeakRSSMi: benchproc.PeakRSSMiB()}, nil
 }
