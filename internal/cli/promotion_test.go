@@ -100,7 +100,7 @@ func exampleTasks() []promotion.TaskOutcome {
 		{TaskID: "tsk_05", CaseID: "order-status", Baseline: s(5, 0), Candidate: s(5, 0)},
 		{TaskID: "tsk_06", CaseID: "cancel-order", Baseline: s(4, 1), Candidate: s(4, 1)},
 		{TaskID: "tsk_07", CaseID: "escalate-legal", Baseline: s(2, 3), Candidate: s(2, 3)},
-		{TaskID: "tsk_08", CaseID: "invoice-copy", Baseline: s(1, 4), Candidate: s(2, 3)},
+		{TaskID: "tsk_08", CaseID: "invoice-copy", Baseline: s(1, 4), Candidate: s(3, 2)},
 		{TaskID: "tsk_09", CaseID: "gift-card", Baseline: s(4, 1), Candidate: s(3, 2)},
 		{TaskID: "tsk_10", CaseID: "warranty", Baseline: promotion.SideCounts{Total: 5, Passed: 3, Failed: 2},
 			Candidate: promotion.SideCounts{Total: 5, Passed: 1, Failed: 1, Unscored: 2, Excluded: 1}},
