@@ -26,20 +26,20 @@ const exitRejected = eval.ExitFailed
 
 // promotionJSON is a promotion as the API shows it (SPEC §10).
 type promotionJSON struct {
-	ID              string   `json:"id"`
-	AgentID         string   `json:"agent_id"`
-	Candidate       string   `json:"candidate"`
-	Baseline        string   `json:"baseline"`
-	Suite           *string  `json:"suite"`
-	SuiteVersion    *int     `json:"suite_version"`
-	TaskIDs         []string `json:"task_ids"`
-	Repetitions     int      `json:"repetitions"`
-	MinDelta        float64  `json:"min_delta"`
-	MaxExcludedRate float64  `json:"max_excluded_rate"`
-	DeadlineS       int64    `json:"deadline_s"`
-	Seed            uint64   `json:"seed"`
-	State           string   `json:"state"`
-	Reasons         []string `json:"reasons"`
+	ID              string       `json:"id"`
+	AgentID         string       `json:"agent_id"`
+	Candidate       string       `json:"candidate"`
+	Baseline        string       `json:"baseline"`
+	Suite           *string      `json:"suite"`
+	SuiteVersion    *versionName `json:"suite_version"`
+	TaskIDs         []string     `json:"task_ids"`
+	Repetitions     int          `json:"repetitions"`
+	MinDelta        float64      `json:"min_delta"`
+	MaxExcludedRate float64      `json:"max_excluded_rate"`
+	DeadlineS       float64      `json:"deadline_s"`
+	Seed            uint64       `json:"seed"`
+	State           string       `json:"state"`
+	Reasons         []string     `json:"reasons"`
 	Batches         struct {
 		Baseline  *string `json:"baseline"`
 		Candidate *string `json:"candidate"`
@@ -63,7 +63,30 @@ func (p *promotionRaw) UnmarshalJSON(b []byte) error {
 	return json.Unmarshal(b, &p.promotionJSON)
 }
 
-func (p promotionRaw) MarshalJSON() ([]byte, error) { return p.raw, nil }
+func (p promotionRaw) MarshalJSON() ([]byte, error) {
+	if len(p.raw) == 0 {
+		return json.Marshal(p.promotionJSON)
+	}
+	return p.raw, nil
+}
+
+// versionName is a suite version id: a string (an explicit version name
+// or the content hash, docs/suites.md), read from a JSON number too.
+type versionName string
+
+func (v *versionName) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		*v = versionName(s)
+		return nil
+	}
+	var n json.Number
+	if err := json.Unmarshal(b, &n); err != nil {
+		return fmt.Errorf("suite_version: %w", err)
+	}
+	*v = versionName(n.String())
+	return nil
+}
 
 func (a *app) promotionsCommand() *cobra.Command {
 	cmd := &cobra.Command{
@@ -83,15 +106,15 @@ func (a *app) policyPromoteCommand() *cobra.Command {
 	var (
 		f                          adminFlags
 		agent, candidate, baseline string
-		suite                      string
-		suiteVersion, repetitions  int
+		suite, suiteVersion        string
+		repetitions                int
 		taskIDs                    []string
 		minDelta, maxExcluded      float64
 		deadline                   time.Duration
 		wait                       bool
 	)
 	cmd := &cobra.Command{
-		Use:   "promote --agent A --candidate P (--suite S [--suite-version N] | --task ID...) [flags]",
+		Use:   "promote --agent A --candidate P (--suite S [--suite-version V] | --task ID...) [flags]",
 		Short: "Start a promotion: run baseline and candidate over the same tasks and let the gate decide (admin)",
 		Long: `Start a durable promotion job on the server. It runs the agent under the
 baseline policy (--baseline, else the agent's promoted policy, else the
@@ -123,8 +146,8 @@ exits 0 when promoted, 100 when rejected, 1 when failed or cancelled.`,
 				return usagef("--suite-version needs --suite")
 			case changed("suite") && suite == "":
 				return usagef("--suite must not be empty")
-			case changed("suite-version") && suiteVersion < 1:
-				return usagef("--suite-version must be at least 1, got %d", suiteVersion)
+			case changed("suite-version") && suiteVersion == "":
+				return usagef("--suite-version must not be empty")
 			case changed("repetitions") && (repetitions < 1 || repetitions > 100):
 				return usagef("--repetitions must be between 1 and 100, got %d", repetitions)
 			case math.IsNaN(minDelta) || minDelta < -1 || minDelta > 1:
@@ -207,7 +230,7 @@ exits 0 when promoted, 100 when rejected, 1 when failed or cancelled.`,
 	fs.StringVar(&candidate, "candidate", "", "policy to promote")
 	fs.StringVar(&baseline, "baseline", "", "policy to compare against (default: the agent's promoted policy, else the tenant's default)")
 	fs.StringVar(&suite, "suite", "", "suite whose cases become the tasks (exclusive with --task)")
-	fs.IntVar(&suiteVersion, "suite-version", 0, "suite version (default: the latest)")
+	fs.StringVar(&suiteVersion, "suite-version", "", "suite version id (default: the latest)")
 	fs.StringArrayVar(&taskIDs, "task", nil, "task id to run on both sides (repeatable; exclusive with --suite)")
 	fs.IntVar(&repetitions, "repetitions", 5, "rollouts of each task per side, 1 to 100")
 	fs.Float64Var(&minDelta, "min-delta", promotion.DefaultRules(0).MinDelta, "least lower bound of the interval of the mean pass-rate difference, -1 to 1")
@@ -224,7 +247,7 @@ func (a *app) waitDecided(ctx context.Context, c *eval.RemoteRecorder, p promoti
 	for p.State == "running" {
 		select {
 		case <-ctx.Done():
-			return p, fmt.Errorf("waiting for promotion %s: %w", p.ID, ctx.Err())
+			return p, fmt.Errorf("stopped waiting for promotion %s, which keeps running on the server (gyre promotions show %s): %w", p.ID, p.ID, ctx.Err())
 		case <-time.After(delay):
 		}
 		delay = min(delay*2, 5*time.Second)
@@ -384,7 +407,7 @@ func printPromotion(w io.Writer, p promotionJSON) error {
 	fmt.Fprintf(tw, "promotion\t%s\nagent\t%s\ncandidate\t%s\nbaseline\t%s\n", p.ID, p.AgentID, p.Candidate, p.Baseline)
 	switch {
 	case p.Suite != nil && p.SuiteVersion != nil:
-		fmt.Fprintf(tw, "tasks\t%d from suite %s v%d\n", len(p.TaskIDs), *p.Suite, *p.SuiteVersion)
+		fmt.Fprintf(tw, "tasks\t%d from suite %s version %s\n", len(p.TaskIDs), *p.Suite, *p.SuiteVersion)
 	case p.Suite != nil:
 		fmt.Fprintf(tw, "tasks\t%d from suite %s\n", len(p.TaskIDs), *p.Suite)
 	default:

@@ -111,7 +111,7 @@ func exampleTasks() []promotion.TaskOutcome {
 func promo(state string, reasons []string, ev *promotion.Evidence) map[string]any {
 	p := map[string]any{
 		"id": "0192f0c4-0000-7000-8000-0000000000aa", "agent_id": "bot-1", "candidate": "cand-v1", "baseline": "base-v1",
-		"suite": "support", "suite_version": 3, "task_ids": []string{"tsk_01", "tsk_02"}, "repetitions": 5,
+		"suite": "support", "suite_version": "3", "task_ids": []string{"tsk_01", "tsk_02"}, "repetitions": 5,
 		"min_delta": 0.02, "max_excluded_rate": 0.05, "deadline_s": 86400, "seed": 2026,
 		"state": state, "reasons": reasons,
 		"batches":    map[string]any{"baseline": "bat-b", "candidate": "bat-c"},
@@ -139,7 +139,7 @@ func TestPolicyPromote_SendsTheAgreedBody(t *testing.T) {
 			args: []string{"--baseline", "base-v1", "--suite", "support", "--suite-version", "3", "--repetitions", "8",
 				"--min-delta", "0.05", "--max-excluded-rate", "0.1", "--deadline", "2h"},
 			want: map[string]any{"agent_id": "bot-1", "candidate": "cand-v1", "baseline": "base-v1", "suite": "support",
-				"suite_version": 3.0, "repetitions": 8.0, "min_delta": 0.05, "max_excluded_rate": 0.1, "deadline_s": 7200.0},
+				"suite_version": "3", "repetitions": 8.0, "min_delta": 0.05, "max_excluded_rate": 0.1, "deadline_s": 7200.0},
 		},
 		{
 			name: "flags left out leave the server's defaults",
@@ -332,7 +332,7 @@ func TestPolicyPromote_BadFlagsAreUsageErrors(t *testing.T) {
 		{"repetitions zero", []string{"--suite", "s", "--repetitions", "0"}, "--repetitions must be between 1 and 100, got 0"},
 		{"repetitions above 100", []string{"--suite", "s", "--repetitions", "101"}, "--repetitions must be between 1 and 100, got 101"},
 		{"suite version without suite", []string{"--task", "t1", "--suite-version", "2"}, "--suite-version needs --suite"},
-		{"suite version zero", []string{"--suite", "s", "--suite-version", "0"}, "--suite-version must be at least 1"},
+		{"empty suite version", []string{"--suite", "s", "--suite-version", ""}, "--suite-version must not be empty"},
 		{"deadline under a second", []string{"--suite", "s", "--deadline", "500ms"}, "--deadline must be a whole number of seconds, at least 1s"},
 		{"deadline with a fraction of a second", []string{"--suite", "s", "--deadline", "1.5s"}, "--deadline must be a whole number of seconds"},
 		{"empty task id", []string{"--task", ""}, "--task must not be empty"},
@@ -459,7 +459,7 @@ func TestPromotionsShow_PrintsTheEvidenceTable(t *testing.T) {
 	ev := rejected.Evidence
 	for _, re := range []string{
 		`(?m)^agent\s+bot-1$`,
-		`(?m)^tasks\s+2 from suite support v3$`,
+		`(?m)^tasks\s+2 from suite support version 3$`,
 		`(?m)^rules\s+min_delta 0\.02, max_excluded_rate 0\.05$`,
 		`(?m)^batches\s+baseline bat-b, candidate bat-c$`,
 		`(?m)^state\s+rejected$`,
@@ -632,5 +632,19 @@ func TestPolicyShow_ServerWithoutPromotionsSaysUnknown(t *testing.T) {
 	code, stdout, _ = runGyre(t, env, "policy", "show", "--server", api.url, "p", "--json")
 	if code != 0 || !strings.Contains(stdout, `"promotions": null`) {
 		t.Errorf("exit %d stdout %s", code, stdout)
+	}
+}
+
+func TestVersionName_ReadsAStringOrANumber(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{`"3"`: "3", `3`: "3", `"9f2c…"`: "9f2c…"} {
+		var v versionName
+		if err := json.Unmarshal([]byte(in), &v); err != nil || string(v) != want {
+			t.Errorf("%s: %q, %v; want %q", in, v, err, want)
+		}
+	}
+	var v versionName
+	if err := json.Unmarshal([]byte(`{}`), &v); err == nil {
+		t.Error("an object is not a suite version")
 	}
 }
