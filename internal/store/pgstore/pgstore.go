@@ -84,7 +84,9 @@ func Dialect() sqlstore.Dialect {
 		// behind a vacuum holding the table's lock, or on a slow sample.
 		AnalyzeRollouts: []string{`SET LOCAL lock_timeout = '200ms'`, `SET LOCAL statement_timeout = '5s'`,
 			`ANALYZE rollouts`},
-		JSONArrayText:     `jsonb_array_elements_text(CAST(%s AS jsonb)) AS j(value)`,
+		JSONArrayText: `jsonb_array_elements_text(CAST(%s AS jsonb)) AS j(value)`,
+		// json, not jsonb: a turn may hold \u0000, which jsonb refuses.
+		JSONIsString:      `CASE WHEN json_typeof(CAST(%[1]s AS json) -> '%[2]s') = 'string' THEN 1 ELSE 0 END`,
 		IsUniqueViolation: hasCode(codeUniqueViolation),
 		IsRetryable:       hasCode(codeSerializationFailure, codeDeadlockDetected),
 	}
