@@ -75,6 +75,9 @@ func testTurnSelectionFilters(t *testing.T, open Opener) {
 	clk.Advance(time.Minute)
 	putConversationTurn(t, s, tn.ID, "bot", "c3", "conv-a", textOf(""))
 	putConversationTurn(t, s, tn.ID, "bot", "c4", "", textOf("no conversation"))
+	// A turn holding U+0000 (sent as \u0000) is selected like any other.
+	putConversationTurn(t, s, tn.ID, "bot", "c5", "conv-nul", textOf("nul\x00inside"))
+	putConversationTurn(t, s, tn.ID, "bot", "c6", "conv-nul", textOf(`a backslash, then u0000: \u0000`))
 	if _, err := s.CreateTurnTasks(ctx, store.TurnTasks{TenantID: tn.ID, AgentID: "bot", TurnIDs: []string{"c1"}, Graders: json.RawMessage(`[]`)}); err != nil {
 		t.Fatal(err)
 	}
@@ -83,14 +86,17 @@ func testTurnSelectionFilters(t *testing.T, open Opener) {
 	c2 := store.TurnRef{TurnID: "c2"} // input_text null
 	c3 := store.TurnRef{TurnID: "c3", HasInput: true}
 	c4 := store.TurnRef{TurnID: "c4", HasInput: true}
+	c5 := store.TurnRef{TurnID: "c5", HasInput: true}
+	c6 := store.TurnRef{TurnID: "c6", HasInput: true}
 	for _, tc := range []struct {
 		name string
 		sel  store.TurnSelection
 		want []store.TurnRef
 	}{
-		{"every turn of the agent, in order of receipt", store.TurnSelection{}, []store.TurnRef{c1, c2, c3, c4}},
+		{"every turn of the agent, in order of receipt", store.TurnSelection{}, []store.TurnRef{c1, c2, c3, c4, c5, c6}},
 		{"conversation keeps only its turns", store.TurnSelection{ConversationID: "conv-a"}, []store.TurnRef{c1, c3}},
-		{"since is inclusive", store.TurnSelection{Since: t0.Add(time.Minute)}, []store.TurnRef{c2, c3, c4}},
+		{"since is inclusive", store.TurnSelection{Since: t0.Add(time.Minute)}, []store.TurnRef{c2, c3, c4, c5, c6}},
+		{"turns holding U+0000 or an escaped backslash before u0000", store.TurnSelection{ConversationID: "conv-nul"}, []store.TurnRef{c5, c6}},
 		{"until is exclusive", store.TurnSelection{Until: t0.Add(2 * time.Minute)}, []store.TurnRef{c1, c2}},
 		{"since and until make a window", store.TurnSelection{Since: t0.Add(time.Second), Until: t0.Add(2 * time.Minute)}, []store.TurnRef{c2}},
 		{"an empty window selects nothing", store.TurnSelection{Since: t0.Add(time.Hour)}, nil},
