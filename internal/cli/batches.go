@@ -88,6 +88,7 @@ func (a *app) batchesCreateCommand() *cobra.Command {
 	var (
 		f                             adminFlags
 		agent, suiteName, ver, policy string
+		idemKey                       string
 		tasks, retryOn                []string
 		groupSize, maxAttempts        int
 		deadline                      time.Duration
@@ -99,7 +100,10 @@ func (a *app) batchesCreateCommand() *cobra.Command {
 every case of a suite with --suite), queued for the agent's workers. Each
 rollout has --deadline to finish and up to --max-attempts attempts; --policy
 names the gateway policy its calls go through (default: the agent's promoted
-policy). Every call creates a new batch.`,
+policy). Every call creates a new batch, unless it repeats an
+--idempotency-key of the last 24 hours: then it answers the original batch
+(and is retried on network errors), and the same key with another body is
+refused (409 idempotency_key_reused).`,
 		Example: `  gyre batches create --server http://127.0.0.1:7070 --key-file admin.key --agent support-bot --suite refunds --group-size 4`,
 		Args:    argsUsage(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -144,7 +148,12 @@ policy). Every call creates a new batch.`,
 				return err
 			}
 			var raw json.RawMessage
-			if err := c.Call(cmd.Context(), http.MethodPost, "/api/v1/batches", body, &raw); err != nil {
+			if idemKey != "" {
+				err = c.CallIdempotent(cmd.Context(), "/api/v1/batches", idemKey, body, &raw)
+			} else {
+				err = c.Call(cmd.Context(), http.MethodPost, "/api/v1/batches", body, &raw)
+			}
+			if err != nil {
 				return err
 			}
 			if f.json {
@@ -181,6 +190,7 @@ policy). Every call creates a new batch.`,
 	fs.DurationVar(&deadline, "deadline", 600*time.Second, "time each rollout has to finish")
 	fs.IntVar(&maxAttempts, "max-attempts", 2, "attempts per rollout, retries included")
 	fs.StringVar(&policy, "policy", "", "gateway policy (default: the agent's promoted policy)")
+	fs.StringVar(&idemKey, "idempotency-key", "", "make the call safe to repeat: the same key answers the original batch")
 	fs.StringArrayVar(&retryOn, "retry-on", nil, "exclusion reason that earns a retry (repeatable; default capacity, substrate_unavailable, flywheel_crash)")
 	return cmd
 }

@@ -266,18 +266,30 @@ func (r *RemoteRecorder) CallBody(ctx context.Context, method, path, contentType
 		tries = 4
 	}
 	var status int
-	err := r.sendStatus(ctx, tries, method, path, bytes.NewReader(body), int64(len(body)), contentType, out, &status)
+	err := r.sendStatus(ctx, tries, method, path, bytes.NewReader(body), int64(len(body)), contentType, nil, out, &status)
 	return status, err
 }
 
 // sendTries is send with at most tries attempts.
 func (r *RemoteRecorder) sendTries(ctx context.Context, tries int, method, path string, body io.Reader, size int64, contentType string, out any) error {
-	return r.sendStatus(ctx, tries, method, path, body, size, contentType, out, nil)
+	return r.sendStatus(ctx, tries, method, path, body, size, contentType, nil, out, nil)
 }
 
-// sendStatus is sendTries that also stores the last answer's status in
-// status when it is not nil.
-func (r *RemoteRecorder) sendStatus(ctx context.Context, tries int, method, path string, body io.Reader, size int64, contentType string, out any, status *int) error {
+// CallIdempotent is Call for a POST that carries an Idempotency-Key (a
+// batch): the server answers a repeat with the original result, so it is
+// retried on transport errors and 5xx like a GET.
+func (r *RemoteRecorder) CallIdempotent(ctx context.Context, path, key string, in, out any) error {
+	b, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	return r.sendStatus(ctx, 4, http.MethodPost, path, bytes.NewReader(b), int64(len(b)), "application/json",
+		http.Header{"Idempotency-Key": {key}}, out, nil)
+}
+
+// sendStatus is sendTries that also sends header and stores the last
+// answer's status in status when it is not nil.
+func (r *RemoteRecorder) sendStatus(ctx context.Context, tries int, method, path string, body io.Reader, size int64, contentType string, header http.Header, out any, status *int) error {
 	op := method + " " + path
 	var lastErr error
 	for attempt := range tries {
@@ -301,6 +313,9 @@ func (r *RemoteRecorder) sendStatus(ctx context.Context, tries int, method, path
 			req.ContentLength = size
 		}
 		req.Header.Set("Authorization", "Bearer "+r.key)
+		for k, v := range header {
+			req.Header[k] = v
+		}
 		if contentType != "" {
 			req.Header.Set("Content-Type", contentType)
 		}
