@@ -237,7 +237,7 @@ func (r *RemoteRecorder) send(ctx context.Context, method, path string, body io.
 }
 
 // Call is one JSON call to the server's API, shared by the admin commands
-// (gyre policy, gyre agents): in is sent as the JSON body when not nil,
+// (gyre policy, batches, rollouts, …): in is sent as the JSON body when not nil,
 // and the answer decoded into out when not nil. A GET is retried on
 // transport errors and 5xx like the recorder's own calls; any other
 // method is sent once, since it may not be idempotent (a rollback). An
