@@ -6,19 +6,24 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/gyrehq/gyre/internal/api"
+	"github.com/gyrehq/gyre/internal/cli"
 	"github.com/gyrehq/gyre/internal/gateway"
 	"github.com/gyrehq/gyre/internal/worker/workertest"
 )
 
-// TestWalkthrough_CurlLinesSucceed sends the README walkthrough's curl
-// commands, as curl would send them, to a real gyre server configured as
-// the walkthrough's gyre.yaml says, so that the walkthrough cannot drift
-// from the API: every one must answer 2xx.
-func TestWalkthrough_CurlLinesSucceed(t *testing.T) {
+// TestWalkthrough_CommandsSucceed runs the README walkthrough's gyre admin
+// commands (in process, with the server and key the walkthrough exports)
+// and sends its curl commands, as curl would send them, to a real gyre
+// server configured as the walkthrough's gyre.yaml says, so that the
+// walkthrough cannot drift from the CLI or the API: every one must
+// succeed.
+func TestWalkthrough_CommandsSucceed(t *testing.T) {
 	t.Parallel()
 	readme, err := os.ReadFile("README.md")
 	if err != nil {
@@ -37,9 +42,51 @@ func TestWalkthrough_CurlLinesSucceed(t *testing.T) {
 		}
 		d.Gateway = gw
 	}})
-	cmds, _ := shellCommands(script, map[string]string{"ADMIN": srv.Admin})
-	sent := 0
+
+	// The files the walkthrough writes with heredocs, in a directory of
+	// their own.
+	dir := t.TempDir()
+	for name, body := range heredocs {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := map[string]string{"GYRE_SERVER": srv.URL, "GYRE_KEY": srv.Admin}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	admin := map[string]bool{"policy": true, "suites": true, "tasks": true, "batches": true, "rollouts": true, "turns": true}
+	cmds, _ := shellCommands(script, nil)
+	ran, exported := 0, false
 	for _, argv := range cmds {
+		if argv[0] == "export" {
+			exported = slices.Contains(argv, "GYRE_KEY_FILE=gyre-data/admin.key") && slices.ContainsFunc(argv, func(w string) bool {
+				return strings.HasPrefix(w, "GYRE_SERVER=http://127.0.0.1:7070")
+			})
+		}
+		if argv[0] != "gyre" || len(argv) < 2 || !admin[argv[1]] {
+			continue
+		}
+		args := slices.Clone(argv[1:])
+		for i, a := range args {
+			if _, ok := heredocs[a]; ok {
+				args[i] = filepath.Join(dir, a)
+			}
+		}
+		var stdout, stderr bytes.Buffer
+		if code := cli.Run(t.Context(), args, strings.NewReader(""), &stdout, &stderr, lookup); code != cli.ExitOK {
+			t.Errorf("%s exited with %d:\n%s%s", strings.Join(argv, " "), code, stdout.String(), stderr.String())
+		}
+		ran++
+	}
+	if !exported {
+		t.Errorf("the walkthrough no longer exports GYRE_SERVER and GYRE_KEY_FILE=gyre-data/admin.key for its gyre commands")
+	}
+	if ran < 5 {
+		t.Errorf("ran %d gyre admin commands of the walkthrough, want its 5 (policy, suite, batch, two lists)", ran)
+	}
+
+	curls, _ := shellCommands(shellBlock(t, string(readme), "### The same over the API with curl"), map[string]string{"ADMIN": srv.Admin})
+	sent := 0
+	for _, argv := range curls {
 		if argv[0] != "curl" {
 			continue
 		}

@@ -850,7 +850,6 @@ func TestTasksFromTurns_BodyRules(t *testing.T) {
 		{`{"agent_id":"","turn_ids":["a"],"graders":[]}`, "/agent_id"},
 		{`{"agent_id":"..","turn_ids":["a"],"graders":[]}`, "/agent_id"},
 		{`{"agent_id":"a/b","turn_ids":["a"],"graders":[]}`, "/agent_id"},
-		{`{"agent_id":"bot","graders":[]}`, "/turn_ids"},
 		{`{"agent_id":"bot","turn_ids":[],"graders":[]}`, "/turn_ids"},
 		{`{"agent_id":"bot","turn_ids":` + many + `,"graders":[]}`, "/turn_ids"},
 		{`{"agent_id":"bot","turn_ids":["a"," b"],"graders":[]}`, "/turn_ids/1"},

@@ -12,6 +12,7 @@ import (
 	"github.com/gyrehq/gyre"
 	"github.com/gyrehq/gyre/flywheel"
 	"github.com/gyrehq/gyre/internal/grade"
+	"github.com/gyrehq/gyre/internal/sample"
 	"github.com/gyrehq/gyre/internal/store"
 	"github.com/gyrehq/gyre/internal/suite"
 )
@@ -34,9 +35,19 @@ type suiteTasksJSON struct {
 	Items   []taskRefJSON `json:"items"`
 }
 
-// turnTasksJSON is the answer of POST /api/v1/tasks/from-turns.
+// turnTasksJSON is the answer of POST /api/v1/tasks/from-turns: the tasks
+// made, in the order of turn_ids or of receipt, and what was left out.
+// Matched counts the listed turns, or the turns the filters selected;
+// SkippedExisting those left out because they already had a task;
+// SkippedNoInputText the selected ones whose input_text is null. Sample
+// and Seed echo the sample drawn, null without one.
 type turnTasksJSON struct {
-	Items []taskRefJSON `json:"items"`
+	Items              []taskRefJSON `json:"items"`
+	Matched            int           `json:"matched"`
+	SkippedExisting    int           `json:"skipped_existing"`
+	SkippedNoInputText int           `json:"skipped_no_input_text"`
+	Sample             *int          `json:"sample"`
+	Seed               *int64        `json:"seed"`
 }
 
 // taskSourceJSON says what a task was made from: a suite case (kind
@@ -179,20 +190,32 @@ func (s *Server) makeSuiteTasks(ctx context.Context, tenantID, suiteName string,
 	return v, tasks, nil
 }
 
-// createTasksFromTurns is POST /api/v1/tasks/from-turns {agent_id,
-// turn_ids, graders}: one task per stored production turn, replaying its
-// input_text, all judged by graders (frozen on each task). A turn that is
-// not stored for the agent in this tenant, or whose input_text is null,
-// fails the request with 422 at /turn_ids/<i>, and no task is created.
+// createTasksFromTurns is POST /api/v1/tasks/from-turns: one task per
+// stored production turn of agent_id, replaying its input_text, all judged
+// by graders (frozen on each task). The turns are either listed (turn_ids)
+// or selected by filter (conversation_id, since, until), optionally a
+// deterministic sample of them (sample, seed); the two ways are exclusive.
+// skip_existing leaves out turns already made into tasks. A listed turn
+// that is not stored, or whose input_text is null, fails the request with
+// 422 at /turn_ids/<i>; a selected turn whose input_text is null is
+// skipped and counted. At most maxTurnTasks tasks are made per call: a
+// selection of more fails with 422 unless sample bounds it. Nothing is
+// created on any error.
 func (s *Server) createTasksFromTurns(w http.ResponseWriter, r *http.Request) error {
 	p, err := principal(r)
 	if err != nil {
 		return err
 	}
 	var body struct {
-		AgentID string          `json:"agent_id"`
-		TurnIDs []string        `json:"turn_ids"`
-		Graders json.RawMessage `json:"graders"`
+		AgentID        string          `json:"agent_id"`
+		TurnIDs        []string        `json:"turn_ids"`
+		ConversationID *string         `json:"conversation_id"`
+		Since          *string         `json:"since"`
+		Until          *string         `json:"until"`
+		Sample         *int            `json:"sample"`
+		Seed           *int64          `json:"seed"`
+		SkipExisting   bool            `json:"skip_existing"`
+		Graders        json.RawMessage `json:"graders"`
 	}
 	if err := s.decodeJSON(r, &body); err != nil {
 		return err
@@ -203,19 +226,45 @@ func (s *Server) createTasksFromTurns(w http.ResponseWriter, r *http.Request) er
 	if flywheel.ValidateAgentID(body.AgentID) != nil {
 		return gyre.Errorf(gyre.CodeInvalidBody, "agent_id must be 1 to 255 characters without control characters, surrounding whitespace, slash or backslash, and not \".\" or \"..\"").AtPointer("/agent_id")
 	}
-	if len(body.TurnIDs) == 0 || len(body.TurnIDs) > maxTurnTasks {
-		return gyre.Errorf(gyre.CodeInvalidBody, "turn_ids must list 1 to %d turn ids", maxTurnTasks).AtPointer("/turn_ids")
+	listed := body.TurnIDs != nil
+	if listed {
+		filters := []struct {
+			name string
+			set  bool
+		}{
+			{"conversation_id", body.ConversationID != nil}, {"since", body.Since != nil}, {"until", body.Until != nil},
+			{"sample", body.Sample != nil}, {"seed", body.Seed != nil},
+		}
+		for _, f := range filters {
+			if f.set {
+				return gyre.Errorf(gyre.CodeInvalidBody, "%s selects turns by filter and cannot be combined with turn_ids: list the turns or select them, not both", f.name).AtPointer("/" + f.name)
+			}
+		}
+		if err := checkTurnIDs(body.TurnIDs); err != nil {
+			return err
+		}
 	}
-	seen := make(map[string]int, len(body.TurnIDs))
-	for i, id := range body.TurnIDs {
-		ptr := "/turn_ids/" + strconv.Itoa(i)
-		if flywheel.ValidateTurnID(id) != nil {
-			return gyre.Errorf(gyre.CodeInvalidBody, "turn id %q does not follow the contract's turn_id grammar", id).AtPointer(ptr)
+	sel := store.TurnSelection{TenantID: p.TenantID, AgentID: body.AgentID}
+	if body.ConversationID != nil {
+		if *body.ConversationID == "" {
+			return gyre.Errorf(gyre.CodeInvalidBody, "conversation_id must not be empty").AtPointer("/conversation_id")
 		}
-		if j, dup := seen[id]; dup {
-			return gyre.Errorf(gyre.CodeInvalidBody, "turn id %q is already listed at /turn_ids/%d", id, j).AtPointer(ptr)
-		}
-		seen[id] = i
+		sel.ConversationID = *body.ConversationID
+	}
+	if sel.Since, err = bodyTime(body.Since, "since"); err != nil {
+		return err
+	}
+	if sel.Until, err = bodyTime(body.Until, "until"); err != nil {
+		return err
+	}
+	if !sel.Since.IsZero() && !sel.Until.IsZero() && !sel.Until.After(sel.Since) {
+		return gyre.Errorf(gyre.CodeInvalidBody, "until must be after since").AtPointer("/until")
+	}
+	if body.Sample != nil && (*body.Sample < 1 || *body.Sample > maxTurnTasks) {
+		return gyre.Errorf(gyre.CodeInvalidBody, "sample must be a count of turns from 1 to %d", maxTurnTasks).AtPointer("/sample")
+	}
+	if body.Seed != nil && body.Sample == nil {
+		return gyre.Errorf(gyre.CodeInvalidBody, "seed chooses which turns sample keeps: set sample too").AtPointer("/seed")
 	}
 	if len(body.Graders) == 0 || string(body.Graders) == "null" {
 		return gyre.Errorf(gyre.CodeInvalidBody, "graders is required: a list of grader declarations (it may be empty)").AtPointer("/graders")
@@ -235,22 +284,133 @@ func (s *Server) createTasksFromTurns(w http.ResponseWriter, r *http.Request) er
 	if err != nil {
 		return fmt.Errorf("freeze graders: %w", err)
 	}
-	tasks, err := s.store.CreateTurnTasks(r.Context(), store.TurnTasks{
-		TenantID: p.TenantID, AgentID: body.AgentID, TurnIDs: body.TurnIDs, Graders: graders,
-	})
-	var re *store.TurnRefError
-	switch {
-	case errors.As(err, &re) && errors.Is(err, store.ErrNoInputText):
-		return gyre.Errorf(gyre.CodeInvalidBody, "turn %q has input_text null: there is no input to replay", re.TurnID).
-			AtPointer("/turn_ids/" + strconv.Itoa(re.Index))
-	case errors.As(err, &re):
-		return gyre.Errorf(gyre.CodeInvalidBody, "agent %q has no stored turn %q in this tenant", body.AgentID, re.TurnID).
-			AtPointer("/turn_ids/" + strconv.Itoa(re.Index))
-	case err != nil:
-		return err
+
+	ans := turnTasksJSON{Items: []taskRefJSON{}}
+	ids := body.TurnIDs
+	if listed {
+		ans.Matched = len(ids)
+	} else {
+		var seed int64
+		if body.Seed != nil {
+			seed = *body.Seed
+		}
+		pick, err := s.selectTurns(r.Context(), sel, body.Sample, seed, body.SkipExisting, &ans)
+		if err != nil {
+			return err
+		}
+		ids = pick
+		if body.Sample != nil {
+			ans.Sample, ans.Seed = body.Sample, &seed
+		}
 	}
-	writeJSON(w, http.StatusCreated, turnTasksJSON{Items: taskRefs(tasks)})
+	if len(ids) > 0 {
+		tasks, err := s.store.CreateTurnTasks(r.Context(), store.TurnTasks{
+			TenantID: p.TenantID, AgentID: body.AgentID, TurnIDs: ids, Graders: graders, SkipExisting: body.SkipExisting,
+		})
+		var re *store.TurnRefError
+		switch {
+		case errors.As(err, &re) && errors.Is(err, store.ErrNoInputText):
+			return gyre.Errorf(gyre.CodeInvalidBody, "turn %q has input_text null: there is no input to replay", re.TurnID).
+				AtPointer("/turn_ids/" + strconv.Itoa(re.Index))
+		case errors.As(err, &re) && listed:
+			return gyre.Errorf(gyre.CodeInvalidBody, "agent %q has no stored turn %q in this tenant", body.AgentID, re.TurnID).
+				AtPointer("/turn_ids/" + strconv.Itoa(re.Index))
+		case err != nil:
+			return err
+		}
+		ans.Items = taskRefs(tasks)
+		// Turns another call made into tasks since they were selected.
+		ans.SkippedExisting += len(ids) - len(tasks)
+	}
+	status := http.StatusCreated
+	if len(ans.Items) == 0 {
+		status = http.StatusOK
+	}
+	writeJSON(w, status, ans)
 	return nil
+}
+
+// checkTurnIDs checks the turn_ids of a from-turns body: 1 to maxTurnTasks
+// distinct ids of the contract's grammar.
+func checkTurnIDs(ids []string) error {
+	if len(ids) == 0 || len(ids) > maxTurnTasks {
+		return gyre.Errorf(gyre.CodeInvalidBody, "turn_ids must list 1 to %d turn ids; leave it out to select turns by filter", maxTurnTasks).AtPointer("/turn_ids")
+	}
+	seen := make(map[string]int, len(ids))
+	for i, id := range ids {
+		ptr := "/turn_ids/" + strconv.Itoa(i)
+		if flywheel.ValidateTurnID(id) != nil {
+			return gyre.Errorf(gyre.CodeInvalidBody, "turn id %q does not follow the contract's turn_id grammar", id).AtPointer(ptr)
+		}
+		if j, dup := seen[id]; dup {
+			return gyre.Errorf(gyre.CodeInvalidBody, "turn id %q is already listed at /turn_ids/%d", id, j).AtPointer(ptr)
+		}
+		seen[id] = i
+	}
+	return nil
+}
+
+// bodyTime parses the RFC 3339 body member name; the zero time when it is
+// absent.
+func bodyTime(v *string, name string) (time.Time, error) {
+	if v == nil {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, *v)
+	if err != nil {
+		return time.Time{}, gyre.Errorf(gyre.CodeInvalidBody, "%s must be an RFC 3339 date-time such as 2025-01-31T12:00:00Z", name).AtPointer("/" + name)
+	}
+	return t, nil
+}
+
+// selectTurns returns the ids, in order of receipt, of the turns sel
+// selects that can become tasks: those with input to replay and, with
+// skipExisting, without a task yet; with sample, the sample's picks by
+// seed. It counts what it matched and skipped into ans. More than
+// maxTurnTasks eligible turns without sample is 422.
+func (s *Server) selectTurns(ctx context.Context, sel store.TurnSelection, n *int, seed int64, skipExisting bool, ans *turnTasksJSON) ([]string, error) {
+	var (
+		eligible []string
+		sampler  *sample.Sampler
+	)
+	if n != nil {
+		sampler = sample.New(*n, seed)
+	}
+	errTooMany := errors.New("too many")
+	err := s.store.EachTurnRef(ctx, sel, func(ref store.TurnRef) error {
+		ans.Matched++
+		switch {
+		case skipExisting && ref.HasTask:
+			ans.SkippedExisting++
+			return nil
+		case !ref.HasInput:
+			ans.SkippedNoInputText++
+			return nil
+		}
+		if sampler != nil {
+			sampler.Offer(ref.TurnID, len(eligible))
+		} else if len(eligible) == maxTurnTasks {
+			return errTooMany
+		}
+		eligible = append(eligible, ref.TurnID)
+		return nil
+	})
+	if errors.Is(err, errTooMany) {
+		return nil, gyre.Errorf(gyre.CodeInvalidBody,
+			"the filters select more than %d turns that can become tasks, the most one call makes: set sample, or narrow since, until or conversation_id", maxTurnTasks).AtPointer("/sample")
+	}
+	if err != nil {
+		return nil, err
+	}
+	if sampler == nil {
+		return eligible, nil
+	}
+	picked := sampler.Picked()
+	out := make([]string, len(picked))
+	for i, pos := range picked {
+		out[i] = eligible[pos]
+	}
+	return out, nil
 }
 
 // listTasks is GET /api/v1/tasks[?suite=]: the tenant's tasks, oldest

@@ -89,7 +89,14 @@ capture over OTLP are coming, not built yet.
 
 gyre serve runs the control plane. The operator commands (migrate, tenants,
 keys) work on its store directly, with the same --data and --db flags, and
-are safe while it runs.
+are safe while it runs. The admin commands (suites, tasks, batches,
+rollouts, turns, policy, agents, dataset) talk to a running gyre serve over
+its HTTP API: --server URL, the key from --key-file or GYRE_KEY, a table for
+people or the API's JSON with --json.
+
+Exit codes: 0 success, 1 the command failed (a server's refusal is printed
+with its status, code and pointer), 2 the command line or configuration is
+wrong.
 
 Configuration comes from flags, then GYRE_<FLAG> environment variables (for
 example GYRE_DATA for --data), then the YAML file named by --config or
@@ -120,6 +127,11 @@ GYRE_CONFIG, then built-in defaults.`,
 		a.harnessCommand(),
 		a.lintCommand(),
 		a.demoCommand(),
+		a.suitesCommand(),
+		a.tasksCommand(),
+		a.batchesCommand(),
+		a.rolloutsCommand(),
+		a.turnsCommand(),
 		a.policyCommand(),
 		a.agentsCommand(),
 		a.promotionsCommand(),

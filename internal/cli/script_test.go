@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
@@ -22,7 +23,8 @@ func TestMain(m *testing.M) {
 //
 //	exitcode N prog args...  run prog and check that it exits with N
 //	jsonget FIELD VAR        set $VAR to the string FIELD of the JSON
-//	                         object on the last command's stdout
+//	                         on the last command's stdout; FIELD may be
+//	                         a path such as items/0/rollout_id
 func TestScripts(t *testing.T) {
 	t.Parallel()
 	testscript.Run(t, testscript.Params{
@@ -59,14 +61,30 @@ var scriptCmds = map[string]func(ts *testscript.TestScript, neg bool, args []str
 		if neg || len(args) != 2 {
 			ts.Fatalf("usage: jsonget FIELD VAR")
 		}
-		var m map[string]any
-		if err := json.Unmarshal([]byte(ts.ReadFile("stdout")), &m); err != nil {
-			ts.Fatalf("jsonget: stdout is not a JSON object: %v", err)
+		var v any
+		if err := json.Unmarshal([]byte(ts.ReadFile("stdout")), &v); err != nil {
+			ts.Fatalf("jsonget: stdout is not JSON: %v", err)
 		}
-		v, ok := m[args[0]].(string)
+		// FIELD is a member name, or a path of names and array indexes
+		// separated by "/" (items/0/rollout_id).
+		for _, part := range strings.Split(args[0], "/") {
+			switch x := v.(type) {
+			case map[string]any:
+				v = x[part]
+			case []any:
+				i, err := strconv.Atoi(part)
+				if err != nil || i < 0 || i >= len(x) {
+					ts.Fatalf("jsonget: no element %q in %s", part, args[0])
+				}
+				v = x[i]
+			default:
+				ts.Fatalf("jsonget: %s does not lead to a string", args[0])
+			}
+		}
+		str, ok := v.(string)
 		if !ok {
 			ts.Fatalf("jsonget: stdout has no string %q", args[0])
 		}
-		ts.Setenv(args[1], v)
+		ts.Setenv(args[1], str)
 	},
 }

@@ -198,6 +198,7 @@ type apiError struct {
 	Error struct {
 		Code    string `json:"code"`
 		Message string `json:"message"`
+		Pointer string `json:"pointer"`
 	} `json:"error"`
 }
 
@@ -207,10 +208,16 @@ type ServerError struct {
 	Status  int
 	Code    string
 	Message string
+	// Pointer is the JSON pointer of the body member at fault, "" when
+	// the answer named none.
+	Pointer string
 }
 
 // Error describes the failed call.
 func (e *ServerError) Error() string {
+	if e.Code != "" && e.Pointer != "" {
+		return fmt.Sprintf("%s: gyre server answered %d %s at %s: %s", e.Op, e.Status, e.Code, e.Pointer, e.Message)
+	}
 	if e.Code != "" {
 		return fmt.Sprintf("%s: gyre server answered %d %s: %s", e.Op, e.Status, e.Code, e.Message)
 	}
@@ -230,7 +237,7 @@ func (r *RemoteRecorder) send(ctx context.Context, method, path string, body io.
 }
 
 // Call is one JSON call to the server's API, shared by the admin commands
-// (gyre policy, gyre agents): in is sent as the JSON body when not nil,
+// (gyre policy, batches, rollouts, …): in is sent as the JSON body when not nil,
 // and the answer decoded into out when not nil. A GET is retried on
 // transport errors and 5xx like the recorder's own calls; any other
 // method is sent once, since it may not be idempotent (a rollback). An
@@ -250,8 +257,39 @@ func (r *RemoteRecorder) Call(ctx context.Context, method, path string, in, out 
 	return r.sendTries(ctx, tries, method, path, bytes.NewReader(b), int64(len(b)), "application/json", out)
 }
 
+// CallBody is Call for a body that is not JSON of a Go value: body is
+// sent as is with contentType (a suite in YAML, a fixture's bytes), and
+// the answer's status is returned with the error. Only a GET is retried.
+func (r *RemoteRecorder) CallBody(ctx context.Context, method, path, contentType string, body []byte, out any) (int, error) {
+	tries := 1
+	if method == http.MethodGet {
+		tries = 4
+	}
+	var status int
+	err := r.sendStatus(ctx, tries, method, path, bytes.NewReader(body), int64(len(body)), contentType, nil, out, &status)
+	return status, err
+}
+
 // sendTries is send with at most tries attempts.
 func (r *RemoteRecorder) sendTries(ctx context.Context, tries int, method, path string, body io.Reader, size int64, contentType string, out any) error {
+	return r.sendStatus(ctx, tries, method, path, body, size, contentType, nil, out, nil)
+}
+
+// CallIdempotent is Call for a POST that carries an Idempotency-Key (a
+// batch): the server answers a repeat with the original result, so it is
+// retried on transport errors and 5xx like a GET.
+func (r *RemoteRecorder) CallIdempotent(ctx context.Context, path, key string, in, out any) error {
+	b, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	return r.sendStatus(ctx, 4, http.MethodPost, path, bytes.NewReader(b), int64(len(b)), "application/json",
+		http.Header{"Idempotency-Key": {key}}, out, nil)
+}
+
+// sendStatus is sendTries that also sends header and stores the last
+// answer's status in status when it is not nil.
+func (r *RemoteRecorder) sendStatus(ctx context.Context, tries int, method, path string, body io.Reader, size int64, contentType string, header http.Header, out any, status *int) error {
 	op := method + " " + path
 	var lastErr error
 	for attempt := range tries {
@@ -275,6 +313,9 @@ func (r *RemoteRecorder) sendTries(ctx context.Context, tries int, method, path 
 			req.ContentLength = size
 		}
 		req.Header.Set("Authorization", "Bearer "+r.key)
+		for k, v := range header {
+			req.Header[k] = v
+		}
 		if contentType != "" {
 			req.Header.Set("Content-Type", contentType)
 		}
@@ -288,6 +329,9 @@ func (r *RemoteRecorder) sendTries(ctx context.Context, tries int, method, path 
 		}
 		b, rerr := readAll(resp.Body, 64<<20)
 		resp.Body.Close()
+		if status != nil {
+			*status = resp.StatusCode
+		}
 		if resp.StatusCode >= 500 {
 			lastErr = serverError(op, resp.StatusCode, b)
 			continue
@@ -311,7 +355,7 @@ func (r *RemoteRecorder) sendTries(ctx context.Context, tries int, method, path 
 func serverError(op string, status int, body []byte) error {
 	var ae apiError
 	_ = json.Unmarshal(body, &ae)
-	return &ServerError{Op: op, Status: status, Code: ae.Error.Code, Message: ae.Error.Message}
+	return &ServerError{Op: op, Status: status, Code: ae.Error.Code, Message: ae.Error.Message, Pointer: ae.Error.Pointer}
 }
 
 func (r *RemoteRecorder) sendJSON(ctx context.Context, method, path string, in, out any) error {

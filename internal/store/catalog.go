@@ -55,8 +55,17 @@ type CatalogStore interface {
 	// CreateTurnTasks creates one task per turn of t.TurnIDs, all or none,
 	// in order, each replaying its stored turn's input_text. A turn that is
 	// not stored for (tenant, agent), or whose input_text is null, fails the
-	// whole call with a *TurnRefError naming its index.
+	// whole call with a *TurnRefError naming its index. With
+	// t.SkipExisting, a turn that already has a task (made by an earlier
+	// call) gets no second one: it is left out of the result, decided in
+	// the same transaction, so concurrent calls never both make a task of
+	// one turn.
 	CreateTurnTasks(ctx context.Context, t TurnTasks) ([]Task, error)
+	// EachTurnRef calls fn with every stored turn that sel selects, in
+	// order of receipt (ReceivedAt, then insertion order); an error from
+	// fn stops the walk and is returned. It is how POST
+	// /api/v1/tasks/from-turns selects turns by filter.
+	EachTurnRef(ctx context.Context, sel TurnSelection, fn func(TurnRef) error) error
 	// Task returns one task; ErrNotFound if it is not the tenant's.
 	Task(ctx context.Context, tenantID, id string) (Task, error)
 	// ListTasks lists the tenant's tasks, oldest first, optionally only
@@ -164,6 +173,32 @@ type TurnTasks struct {
 	TurnIDs []string
 	// Graders is the compiled verifier suite, JSON, frozen on every task.
 	Graders json.RawMessage
+	// SkipExisting leaves out the turns that already have a task instead
+	// of making a second one.
+	SkipExisting bool
+}
+
+// TurnSelection selects an agent's stored turns by filter. Zero fields
+// select everything.
+type TurnSelection struct {
+	TenantID string
+	AgentID  string
+	// ConversationID keeps only the turns of this conversation.
+	ConversationID string
+	// Since keeps only the turns received at or after it.
+	Since time.Time
+	// Until keeps only the turns received before it.
+	Until time.Time
+}
+
+// TurnRef is a turn that a TurnSelection selected.
+type TurnRef struct {
+	TurnID string
+	// HasInput is false when the turn's input_text is null: there is
+	// nothing to replay.
+	HasInput bool
+	// HasTask is true when a task was already made from the turn.
+	HasTask bool
 }
 
 // TaskFilter narrows ListTasks. The zero value lists every task.

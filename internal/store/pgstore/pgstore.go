@@ -84,7 +84,11 @@ func Dialect() sqlstore.Dialect {
 		// behind a vacuum holding the table's lock, or on a slow sample.
 		AnalyzeRollouts: []string{`SET LOCAL lock_timeout = '200ms'`, `SET LOCAL statement_timeout = '5s'`,
 			`ANALYZE rollouts`},
-		JSONArrayText:     `jsonb_array_elements_text(CAST(%s AS jsonb)) AS j(value)`,
+		JSONArrayText: `jsonb_array_elements_text(CAST(%s AS jsonb)) AS j(value)`,
+		// A document may hold the escape \u0000, which PostgreSQL refuses
+		// to decode; as \u0020 (same length, still valid JSON, also after
+		// an escaped backslash) no member changes its type.
+		JSONIsString:      `CASE WHEN json_typeof(CAST(replace(%[1]s, '\u0000', '\u0020') AS json) -> '%[2]s') = 'string' THEN 1 ELSE 0 END`,
 		IsUniqueViolation: hasCode(codeUniqueViolation),
 		IsRetryable:       hasCode(codeSerializationFailure, codeDeadlockDetected),
 	}

@@ -97,6 +97,7 @@ func Dialect() sqlstore.Dialect {
 		VersionTableExists: `SELECT EXISTS (SELECT 1 FROM sqlite_master
 			WHERE type = 'table' AND name = 'goose_db_version')`,
 		JSONArrayText:     `json_each(%s) AS j`,
+		JSONIsString:      `CASE WHEN json_type(%[1]s, '$.%[2]s') = 'text' THEN 1 ELSE 0 END`,
 		IsUniqueViolation: isUniqueViolation,
 		// One writer connection: concurrent writes share commits.
 		GroupCommit:    true,

@@ -60,6 +60,10 @@ type Dialect struct {
 	// holding a JSON array of strings, that yields one row per element
 	// with the element's text in column j.value.
 	JSONArrayText string
+	// JSONIsString is an SQL expression, with %[1]s standing for a TEXT
+	// column holding a JSON object and %[2]s for a member name, that is 1
+	// when the member holds a string and 0 otherwise (null or absent).
+	JSONIsString string
 	// IsUniqueViolation reports whether err is a unique-constraint violation.
 	IsUniqueViolation func(err error) bool
 	// IsRetryable reports whether a write transaction failed only because

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/gyrehq/gyre/internal/jcs"
 	"github.com/gyrehq/gyre/internal/store"
@@ -68,6 +70,18 @@ func (s *Store) CreateTurnTasks(ctx context.Context, t store.TurnTasks) ([]store
 	}
 	var out []store.Task
 	err := s.write(ctx, func(tx *sql.Tx) error {
+		var tasked map[string]bool
+		if t.SkipExisting {
+			// Two calls skipping existing tasks of one agent must not both
+			// see a turn without its task: they take turns.
+			if err := s.lockTx(ctx, tx, "turn-tasks/"+t.TenantID+"/"+t.AgentID); err != nil {
+				return err
+			}
+			var err error
+			if tasked, err = turnsWithTasks(ctx, tx, t); err != nil {
+				return err
+			}
+		}
 		bodies, err := turnBodies(ctx, tx, t)
 		if err != nil {
 			return err
@@ -77,6 +91,9 @@ func (s *Store) CreateTurnTasks(ctx context.Context, t store.TurnTasks) ([]store
 			body, ok := bodies[id]
 			if !ok {
 				return &store.TurnRefError{Index: i, TurnID: id, Err: store.ErrNotFound}
+			}
+			if tasked[id] {
+				continue
 			}
 			var turn struct {
 				InputText *string `json:"input_text"`
@@ -92,6 +109,9 @@ func (s *Store) CreateTurnTasks(ctx context.Context, t store.TurnTasks) ([]store
 		out = make([]store.Task, 0, len(t.TurnIDs))
 		now := s.now()
 		for i, id := range t.TurnIDs {
+			if tasked[id] {
+				continue
+			}
 			// The task's input is what a suite case replaying this turn
 			// would hold, so its turn_input follows the same rule.
 			input, err := jcs.Marshal(map[string]string{"question": inputs[i]})
@@ -113,6 +133,93 @@ func (s *Store) CreateTurnTasks(ctx context.Context, t store.TurnTasks) ([]store
 		return nil, fmt.Errorf("create turn tasks: %w", err)
 	}
 	return out, nil
+}
+
+// turnsWithTasks returns which of t's turns already have a task.
+func turnsWithTasks(ctx context.Context, tx *sql.Tx, t store.TurnTasks) (map[string]bool, error) {
+	out := make(map[string]bool)
+	const batch = 500
+	for start := 0; start < len(t.TurnIDs); start += batch {
+		part := t.TurnIDs[start:min(start+batch, len(t.TurnIDs))]
+		args := make([]any, 0, len(part)+2)
+		args = append(args, t.TenantID, t.AgentID)
+		for _, id := range part {
+			args = append(args, id)
+		}
+		rows, err := tx.QueryContext(ctx,
+			`SELECT DISTINCT source_turn_id FROM tasks
+			 WHERE tenant_id = $1 AND source_agent_id = $2 AND source_turn_id IN (`+placeholders(3, len(part))+`)`,
+			args...)
+		if err != nil {
+			return nil, fmt.Errorf("read existing tasks: %w", err)
+		}
+		err = func() error {
+			defer rows.Close()
+			for rows.Next() {
+				var id string
+				if err := rows.Scan(&id); err != nil {
+					return err
+				}
+				out[id] = true
+			}
+			return rows.Err()
+		}()
+		if err != nil {
+			return nil, fmt.Errorf("read existing tasks: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// EachTurnRef calls fn with every turn sel selects, in order of receipt,
+// each with whether it has input to replay and whether a task was made
+// from it already.
+func (s *Store) EachTurnRef(ctx context.Context, sel store.TurnSelection, fn func(store.TurnRef) error) error {
+	if sel.AgentID == "" {
+		return errors.New("each turn ref: no agent id")
+	}
+	args := []any{sel.TenantID, sel.AgentID}
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	var b strings.Builder
+	b.WriteString(`SELECT t.turn_id, ` + fmt.Sprintf(s.d.JSONIsString, "t.body", "input_text") + `,
+		CASE WHEN EXISTS (SELECT 1 FROM tasks k WHERE k.tenant_id = t.tenant_id
+			AND k.source_agent_id = t.agent_id AND k.source_turn_id = t.turn_id) THEN 1 ELSE 0 END
+		FROM turns t WHERE t.tenant_id = $1 AND t.agent_id = $2`)
+	if sel.ConversationID != "" {
+		b.WriteString(` AND t.conversation_id = ` + arg(sel.ConversationID))
+	}
+	if !sel.Since.IsZero() {
+		b.WriteString(` AND t.received_us >= ` + arg(ceilMicros(sel.Since)))
+	}
+	if !sel.Until.IsZero() {
+		b.WriteString(` AND t.received_us < ` + arg(ceilMicros(sel.Until)))
+	}
+	b.WriteString(` ORDER BY t.received_us, t.seq`)
+	rows, err := s.reader.QueryContext(ctx, b.String(), args...)
+	if err != nil {
+		return fmt.Errorf("each turn ref: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			ref             store.TurnRef
+			hasInput, tasks int
+		)
+		if err := rows.Scan(&ref.TurnID, &hasInput, &tasks); err != nil {
+			return fmt.Errorf("each turn ref: %w", err)
+		}
+		ref.HasInput, ref.HasTask = hasInput == 1, tasks == 1
+		if err := fn(ref); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("each turn ref: %w", err)
+	}
+	return nil
 }
 
 func checkTurnTasks(t store.TurnTasks) error {

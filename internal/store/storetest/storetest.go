@@ -66,6 +66,7 @@ func Run(t *testing.T, open Opener) {
 	// Each concept's conformance tests live in their own file.
 	t.Run("Turns", func(t *testing.T) { t.Parallel(); runTurns(t, open) })
 	t.Run("Catalog", func(t *testing.T) { t.Parallel(); runCatalog(t, open) })
+	t.Run("TurnTasks", func(t *testing.T) { t.Parallel(); runTurnTasks(t, open) })
 	t.Run("Rollouts", func(t *testing.T) { t.Parallel(); runRollouts(t, open) })
 	t.Run("Batches", func(t *testing.T) { t.Parallel(); runBatches(t, open) })
 	t.Run("Groups", func(t *testing.T) { t.Parallel(); runGroups(t, open) })
