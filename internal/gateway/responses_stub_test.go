@@ -144,4 +144,3 @@ func wantCall(t *testing.T, v view, seq int, protocol string, counted bool, reas
 			seq, c.Seq, c.Protocol, c.Counted, got, protocol, counted, reason)
 	}
 }
-
