@@ -94,6 +94,8 @@ func TestResponses_NonStreamingIsSwappedCountedPricedAndRebuilt(t *testing.T) {
 			it.Request["input"] != "refund order 7" {
 			t.Errorf("the request as the agent sent it: %+v", it)
 		}
+		// Trajectories are built from chat bodies: none for this rollout.
+		h.mustJSON(http.MethodGet, "/api/v1/rollouts/"+rr.RolloutID+"/trajectory", h.admin, "", http.StatusConflict)
 		// The fingerprint renders the string input as the user message it
 		// stands for, with the instructions.
 		var fp gateway.CallFingerprint
