@@ -241,7 +241,9 @@ func TestResponses_ToolLoopJoinsAndReconciles(t *testing.T) {
 func TestResponses_PreviousResponseIDResolvesThroughTheRollout(t *testing.T) {
 	t.Parallel()
 	forEachEngine(t, func(t *testing.T, eng engine) {
-		h, _ := newResponsesHarness(t, eng, harnessOpts{})
+		// No background flush: the first response is certainly not
+		// durable when the second request names it.
+		h, _ := newResponsesHarness(t, eng, harnessOpts{gw: gateway.Config{NoFlush: true}})
 		rr := h.rollout(`,"policy":"pr"`)
 		cl := h.client(rr)
 		ctx := context.Background()
