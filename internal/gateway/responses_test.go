@@ -482,3 +482,28 @@ func TestResponses_PolicyOverridesMustMap(t *testing.T) {
 		}
 	}
 }
+
+// TestResponses_StreamSpellingAnUpstreamKeyIsCut: a Responses stream whose
+// deltas spell an upstream key across events is cut before the key's
+// first 16 bytes reach the agent, ends with an error event, and is
+// recorded uncounted.
+func TestResponses_StreamSpellingAnUpstreamKeyIsCut(t *testing.T) {
+	t.Parallel()
+	h, _ := newResponsesHarness(t, sqliteEngine, harnessOpts{})
+	h.up.set(func(w http.ResponseWriter, r *http.Request, body []byte) {
+		startStream(w)
+		sse(w, `{"type":"response.created","response":{"id":"resp_1","object":"response","status":"in_progress","output":[]}}`)
+		for _, piece := range []string{"the key is upstream-se", "cret-key-0123456789", " done"} {
+			sse(w, `{"type":"response.output_text.delta","item_id":"msg_1","output_index":0,"content_index":0,"delta":"`+piece+`"}`)
+		}
+		sse(w, `{"type":"response.completed","response":{"id":"resp_1","object":"response","status":"completed","output":[]}}`)
+	})
+	rr := h.rollout(`,"policy":"pr"`)
+	r := h.do(http.MethodPost, "/gw/"+gatewayToken(rr)+"/v1/responses", rr.APIKey, []byte(`{"model":"m","input":"x","stream":true}`))
+	if strings.Contains(string(r.body), "upstream-secret") || !strings.Contains(string(r.body), "event: error") ||
+		strings.Contains(string(r.body), "response.completed") {
+		t.Errorf("stream relayed:\n%s", r.body)
+	}
+	h.flush()
+	wantCall(t, h.view(rr.RolloutID), 1, "responses", false, gateway.ReasonUpstreamCredential)
+}
