@@ -507,3 +507,32 @@ func TestResponses_StreamSpellingAnUpstreamKeyIsCut(t *testing.T) {
 	h.flush()
 	wantCall(t, h.view(rr.RolloutID), 1, "responses", false, gateway.ReasonUpstreamCredential)
 }
+
+// TestResponses_RevokedMidStreamIsCut: a Responses stream in flight when
+// its rollout is cancelled ends with a credential_expired error event
+// that openai-go raises, and is recorded uncounted, reason revoked.
+func TestResponses_RevokedMidStreamIsCut(t *testing.T) {
+	t.Parallel()
+	h, _ := newResponsesHarness(t, sqliteEngine, harnessOpts{})
+	h.up.set(func(w http.ResponseWriter, r *http.Request, body []byte) {
+		startStream(w)
+		sse(w, `{"type":"response.created","response":{"id":"resp_1","object":"response","status":"in_progress","output":[]}}`)
+		<-r.Context().Done() // this upstream never finishes on its own
+	})
+	rr := h.rollout(`,"policy":"pr"`)
+	stream := h.client(rr).Responses.NewStreaming(context.Background(), responses.ResponseNewParams{Model: "m",
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hi")}})
+	if !stream.Next() {
+		t.Fatalf("first event: %v", stream.Err())
+	}
+	h.mustJSON(http.MethodPost, "/api/v1/rollouts/"+rr.RolloutID+"/cancel", h.admin, "", http.StatusOK)
+	for stream.Next() {
+	}
+	if err := stream.Err(); err == nil || !strings.Contains(err.Error(), gateway.CodeCredentialExpired) {
+		t.Fatalf("a revoked stream must end with a credential_expired error, got %v", err)
+	}
+	waitCall(t, h, rr.RolloutID, func(v view) bool {
+		return len(v.Gateway.Calls) == 1 && !v.Gateway.Calls[0].Counted && *v.Gateway.Calls[0].Reason == gateway.ReasonRevoked &&
+			v.Gateway.Calls[0].Protocol == "responses"
+	})
+}
