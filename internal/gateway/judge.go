@@ -122,6 +122,11 @@ func (j *Judge) Complete(ctx context.Context, req grade.JudgeRequest) (grade.Jud
 		return grade.JudgeAnswer{}, fmt.Errorf("policy %q routes to upstream %q, which this server does not offer: %w",
 			name, pol.Upstream, grade.ErrJudgeUnavailable)
 	}
+	if !up.Speaks(ProtocolChat) {
+		// The judge speaks Chat Completions; the gateway never translates.
+		return grade.JudgeAnswer{}, fmt.Errorf("policy %q routes to upstream %q, which speaks %s, not chat: %w",
+			name, pol.Upstream, protocolList(up.speaks()), grade.ErrJudgeUnavailable)
+	}
 	body, err := judgeBody(pol, req.Messages)
 	if err != nil {
 		return grade.JudgeAnswer{}, err
@@ -176,7 +181,7 @@ func judgeBody(pol Policy, msgs []grade.Message) ([]byte, error) {
 func (j *Judge) post(ctx context.Context, up *upstream, body []byte, call *store.GradingCall) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, j.cfg.Timeout)
 	defer cancel()
-	resp, err := up.post(ctx, body, false)
+	resp, err := up.post(ctx, ProtocolChat, body, false)
 	if err != nil {
 		return "", errors.New(upstreamErrorText(up.Name, err))
 	}

@@ -123,6 +123,13 @@ func NewPolicy(in PolicyInput, upstreams []Upstream, tenantName string) (Policy,
 		if len(p.SamplingOverrides) == 0 {
 			p.SamplingOverrides = nil
 		}
+		// Every protocol the upstream speaks must be able to apply every
+		// override: a policy never applies some of them on some calls.
+		for _, proto := range upstreams[i].speaks() {
+			if _, key, err := MapOverrides(proto, p.SamplingOverrides); err != nil {
+				return p, bad("/sampling_overrides/"+jcs.EscapePointerToken(key), "upstream %q speaks %s: %v", p.Upstream, proto, err)
+			}
+		}
 	}
 	if len(in.Prices) > 0 && !isNull(in.Prices) {
 		var pr struct {

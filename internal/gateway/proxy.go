@@ -32,7 +32,8 @@ type call struct {
 	fl     *flight
 	start  time.Time // monotonic, for metrics
 	rec    store.GatewayRecord
-	req    *chatRequest
+	spec   protocolSpec
+	req    *request
 	fwd    *forwarded
 	pol    *Policy
 	up     *upstream
@@ -51,9 +52,10 @@ type call struct {
 	span trace.Span
 }
 
-func (g *Gateway) newCall(w http.ResponseWriter, r *http.Request, route string) *call {
+func (g *Gateway) newCall(w http.ResponseWriter, r *http.Request, route string, spec protocolSpec) *call {
 	ctx, cancel := context.WithCancelCause(r.Context())
-	c := &call{g: g, w: w, r: r, route: route, ctx: ctx, cancel: cancel, start: time.Now()}
+	c := &call{g: g, w: w, r: r, route: route, spec: spec, ctx: ctx, cancel: cancel, start: time.Now()}
+	c.rec.Protocol = string(spec.protocol())
 	c.fl = g.rec.begin(cancel)
 	id, err := uuid.NewV7()
 	if err != nil {
@@ -75,12 +77,13 @@ func (c *call) refuse(e *apiError) {
 	if e.Status == http.StatusUnauthorized {
 		c.g.m.authRejected.WithLabelValues(e.Code).Inc()
 	}
-	c.g.answerError(c.w, c.route, e)
+	c.spec.writeError(c.w, e)
+	c.g.m.answered(c.route, e.Status)
 }
 
 // reject answers an error and records the request, not counted.
 func (c *call) reject(e *apiError, reason string) {
-	writeAPIError(c.w, e)
+	c.spec.writeError(c.w, e)
 	c.finish(e.Status, false, reason)
 }
 
@@ -99,7 +102,7 @@ func (c *call) prepare() bool {
 		c.reject(e, reason)
 		return false
 	}
-	req, e := parseChatRequest(body)
+	req, e := c.spec.parse(body)
 	if e != nil {
 		c.reject(e, ReasonInvalidRequest)
 		return false
@@ -109,16 +112,21 @@ func (c *call) prepare() bool {
 	return true
 }
 
-// choosePolicy resolves the policy and builds the upstream request.
+// choosePolicy resolves the policy, checks that its upstream speaks the
+// call's protocol and builds the upstream request.
 func (c *call) choosePolicy(names ...*string) bool {
 	pol, up, e := c.g.policyFor(c.ctx, c.rec.TenantID, names...)
 	if e != nil {
 		c.reject(e, ReasonNoPolicy)
 		return false
 	}
-	c.pol, c.up = pol, up
-	c.fwd = c.req.forward(*pol)
 	c.rec.Policy, c.rec.Upstream, c.rec.Model = &pol.Name, &pol.Upstream, &pol.Model
+	if !up.Speaks(c.spec.protocol()) {
+		c.reject(errUnsupportedProtocol(c.spec.protocol(), up), ReasonUnsupportedProtocol)
+		return false
+	}
+	c.pol, c.up = pol, up
+	c.fwd = c.spec.forward(c.req, *pol)
 	return true
 }
 
@@ -134,14 +142,7 @@ func (c *call) finish(status int, counted bool, reason string) {
 	}
 	done := c.g.clock.Now()
 	c.rec.DoneAt = &done
-	p := &pendingRecord{rec: c.rec, response: c.response}
-	if c.req != nil && c.fwd != nil {
-		var tok *string
-		if c.pol != nil {
-			tok = c.pol.Tokenizer
-		}
-		p.body = &bodyParts{fwd: c.fwd, messages: c.req.messages, tokenizer: tok}
-	}
+	p := &pendingRecord{rec: c.rec, response: c.response, body: c.bodyParts()}
 	c.g.rec.finish(c.fl, p)
 	c.g.m.answered(c.route, status)
 	if c.span != nil {
@@ -177,6 +178,30 @@ func (c *call) finish(status int, counted bool, reason string) {
 	c.g.m.latency(c.route, upName, c.rec.Stream, toHeaders, max(added, 0))
 }
 
+// bodyParts is what the call forwarded, for its record; nil when it
+// built no upstream request.
+func (c *call) bodyParts() *bodyParts {
+	if c.req == nil || c.fwd == nil {
+		return nil
+	}
+	var tok *string
+	if c.pol != nil {
+		tok = c.pol.Tokenizer
+	}
+	return &bodyParts{spec: c.spec, fwd: c.fwd, messages: c.req.messages, tokenizer: tok, resolved: c.req.resolved}
+}
+
+// announce makes an answer that later requests may chain from (a
+// Responses answer's id) resolvable before its last bytes go out: a
+// client may send its next request as soon as it has the answer, before
+// this call's record is queued.
+func (c *call) announce() {
+	if c.rec.ResponseID == nil || c.rec.RolloutID == nil {
+		return
+	}
+	c.g.rec.announce(c.fl, &pendingRecord{rec: c.rec, response: c.response, body: c.bodyParts()})
+}
+
 // gone reports why the call's context ended: revoked, client gone, or
 // "" while it is live.
 func (c *call) gone() string {
@@ -205,7 +230,7 @@ func (c *call) proxy() {
 	upCtx, upCancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	unlink := context.AfterFunc(c.ctx, func() { upCancel(context.Cause(c.ctx)) })
 	c.sent = time.Now()
-	resp, err := c.up.post(upCtx, c.fwd.body, c.req.stream)
+	resp, err := c.up.post(upCtx, c.spec.protocol(), c.fwd.body, c.req.stream)
 	if err != nil {
 		upCancel(nil)
 		c.ended = time.Now()
@@ -240,7 +265,7 @@ func (c *call) proxy() {
 	case resp.StatusCode/100 != 2:
 		c.passError(resp)
 	case c.req.stream && isEventStream(resp.Header.Get("Content-Type")):
-		c.stream(resp)
+		c.spec.relay(c, resp)
 	default:
 		c.whole(resp)
 	}
@@ -321,13 +346,20 @@ func (c *call) whole(resp *http.Response) {
 	}
 	body = c.g.redact.redact(body)
 	c.response = body
+	var notCounted string
 	// The answer is read for the record after it is written, except for
 	// the rollout's first completion on this replica, whose provisional
 	// record must be durable before the answer goes out (beforeCounted).
 	first := c.rec.RolloutID != nil && c.g.rec.needsDurableCount(*c.rec.RolloutID)
-	if first {
-		c.readAnswer(body)
-		c.beforeCounted(resp.StatusCode)
+	// A Responses answer is read first too, so that its id resolves as a
+	// previous_response_id as soon as the client has it.
+	readFirst := first || c.spec.protocol() == ProtocolResponses
+	if readFirst {
+		notCounted = c.readAnswer(body)
+		c.announce()
+		if first && notCounted == "" {
+			c.beforeCounted(resp.StatusCode)
+		}
 	}
 	h := c.w.Header()
 	c.copyAnswerHeaders(h, resp.Header)
@@ -341,8 +373,8 @@ func (c *call) whole(resp *http.Response) {
 	if werr == nil {
 		werr = http.NewResponseController(c.w).Flush()
 	}
-	if !first {
-		c.readAnswer(body)
+	if !readFirst {
+		notCounted = c.readAnswer(body)
 	}
 	// A client may close the connection as soon as it has the answer, so
 	// only a failed write or flush means it was not delivered.
@@ -350,24 +382,25 @@ func (c *call) whole(resp *http.Response) {
 		c.finish(resp.StatusCode, false, ReasonClientDisconnected)
 		return
 	}
+	if notCounted != "" {
+		c.finish(resp.StatusCode, false, notCounted)
+		return
+	}
 	c.finish(resp.StatusCode, true, "")
 }
 
 // readAnswer puts what a whole answer says on the record: the tool call
-// ids it emitted and its usage.
-func (c *call) readAnswer(body []byte) {
-	var shape answerShape
-	if json.Unmarshal(body, &shape) != nil {
-		return
+// ids it emitted, its usage and its id; it returns why the answer cannot
+// count, "" when it can.
+func (c *call) readAnswer(body []byte) string {
+	f := c.spec.readAnswer(body)
+	c.rec.EmittedIDs = append(c.rec.EmittedIDs, f.emitted...)
+	c.setUsage(f.usage)
+	if f.responseID != "" {
+		id := f.responseID
+		c.rec.ResponseID = &id
 	}
-	for _, ch := range shape.Choices {
-		for _, tc := range ch.Message.ToolCalls {
-			if tc.ID != "" {
-				c.rec.EmittedIDs = append(c.rec.EmittedIDs, tc.ID)
-			}
-		}
-	}
-	c.setUsage(shape.Usage)
+	return f.notCounted
 }
 
 // usageShape is the part of usage that cost and budgets read.
@@ -387,27 +420,14 @@ func (c *call) setUsage(raw json.RawMessage) {
 		return
 	}
 	c.rec.Usage = bytes.Clone(raw)
-	var u usageShape
-	if json.Unmarshal(raw, &u) != nil {
+	t, ok := c.spec.tokens(raw)
+	if !ok {
 		return
 	}
-	var prompt, completion, cached int64
-	if u.PromptTokens != nil {
-		prompt = *u.PromptTokens
-	}
-	if u.CompletionTokens != nil {
-		completion = *u.CompletionTokens
-	}
-	if u.PromptTokensDetails != nil && u.PromptTokensDetails.CachedTokens != nil {
-		cached = *u.PromptTokensDetails.CachedTokens
-	}
-	total := prompt + completion
-	if u.TotalTokens != nil {
-		total = *u.TotalTokens
-	}
+	total := t.total
 	c.rec.TotalTokens = &total
 	if c.pol != nil && c.pol.Prices != nil {
-		cost := c.pol.Prices.Cost(prompt, cached, completion)
+		cost := c.pol.Prices.Cost(t.input, t.cached, t.output)
 		c.rec.CostUSD = &cost
 	}
 }

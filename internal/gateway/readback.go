@@ -118,6 +118,23 @@ func (r *BodyReader) requestDoc(ctx context.Context, key string) (requestDoc, er
 	return doc, nil
 }
 
+// messageBlobs reads message blobs by their SHA-256.
+func (r *BodyReader) messageBlobs(ctx context.Context, shas []string) ([][]byte, error) {
+	out := make([][]byte, len(shas))
+	for i, sha := range shas {
+		m, ok := r.messages[sha]
+		if !ok {
+			var err error
+			if m, err = r.get(ctx, r.base+"messages/"+sha, "messages/"); err != nil {
+				return nil, err
+			}
+			r.messages[sha] = m
+		}
+		out[i] = m
+	}
+	return out, nil
+}
+
 // forwarded rebuilds the forwarded body: head + "[" + the messages joined
 // by "," + "]" + tail (see requestDoc).
 func (r *BodyReader) forwarded(ctx context.Context, doc requestDoc) ([]byte, error) {
@@ -137,9 +154,20 @@ func (r *BodyReader) forwarded(ctx context.Context, doc requestDoc) ([]byte, err
 	}
 	b := make([]byte, 0, n)
 	b = append(b, doc.Head...)
-	b = append(b, '[')
-	b = append(b, bytes.Join(msgs, []byte(","))...)
-	b = append(b, ']')
+	switch doc.Items {
+	case itemsArray:
+		b = append(b, '[')
+		b = append(b, bytes.Join(msgs, []byte(","))...)
+		b = append(b, ']')
+	case itemsValue:
+		if len(msgs) != 1 {
+			return nil, fmt.Errorf("recorded request: a value item with %d messages", len(msgs))
+		}
+		b = append(b, msgs[0]...)
+	case itemsNone:
+	default:
+		return nil, fmt.Errorf("recorded request: unknown items shape %q", doc.Items)
+	}
 	b = append(b, doc.Tail...)
 	return b, nil
 }
