@@ -10,11 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/gyrehq/gyre"
-	"github.com/gyrehq/gyre/flywheel"
 	"github.com/gyrehq/gyre/internal/dataset"
+	"github.com/gyrehq/gyre/internal/dataset/build"
 	"github.com/gyrehq/gyre/internal/store"
 )
 
@@ -80,18 +78,6 @@ func (s *Server) createDataset(w http.ResponseWriter, r *http.Request) error {
 	if err := s.decodeJSON(r, &body); err != nil {
 		return err
 	}
-	bad := func(ptr, format string, args ...any) error {
-		return gyre.Errorf(gyre.CodeInvalidBody, format, args...).AtPointer(ptr)
-	}
-	if body.AgentID == "" {
-		return bad("/agent_id", "agent_id is required")
-	}
-	if err := flywheel.ValidateAgentID(body.AgentID); err != nil {
-		return bad("/agent_id", "agent_id is not a valid flywheel/1 agent_id: %v", err)
-	}
-	if body.Format == "" {
-		return bad("/format", "format is required: one of sft, dpo, rl, atif")
-	}
 	f := dataset.Filters{MinReward: body.MinReward, MinMargin: body.MinMargin, BatchIDs: body.BatchIDs}
 	if body.IncludeHoldout != nil {
 		f.IncludeHoldout = *body.IncludeHoldout
@@ -106,34 +92,12 @@ func (s *Server) createDataset(w http.ResponseWriter, r *http.Request) error {
 		}
 		v, err := time.Parse(time.RFC3339Nano, *t.in)
 		if err != nil {
-			return bad(t.ptr, "%s must be an RFC 3339 time", strings.TrimPrefix(t.ptr, "/"))
+			return gyre.Errorf(gyre.CodeInvalidBody, "%s must be an RFC 3339 time", strings.TrimPrefix(t.ptr, "/")).AtPointer(t.ptr)
 		}
-		v = v.UTC().Truncate(time.Microsecond)
 		*t.out = &v
 	}
-	for i, id := range body.BatchIDs {
-		if u, err := uuid.Parse(id); err != nil || u.String() != id {
-			return bad("/batch_ids/"+strconv.Itoa(i), "batch_ids must hold batch ids")
-		}
-	}
-	id, err := uuid.NewV7()
-	if err != nil {
-		return err
-	}
-	sel := dataset.Selection{ID: id.String(), AgentID: body.AgentID, Format: dataset.Format(body.Format), Filters: f}
-	if err := sel.Validate(); err != nil {
-		return err
-	}
-	filters, err := json.Marshal(f)
-	if err != nil {
-		return err
-	}
-	d, err := s.store.CreateDataset(r.Context(), store.NewDataset{ID: sel.ID, TenantID: p.TenantID,
-		AgentID: body.AgentID, Format: body.Format, Filters: filters, Since: f.Since, Until: f.Until,
-		BatchIDs: f.BatchIDs})
-	if errors.Is(err, store.ErrNotFound) {
-		return gyre.Errorf(gyre.CodeNotFound, "no agent %s in this tenant", body.AgentID)
-	}
+	d, err := build.Create(r.Context(), s.store, p.TenantID, build.Request{AgentID: body.AgentID,
+		Format: dataset.Format(body.Format), Filters: f})
 	if err != nil {
 		return err
 	}
