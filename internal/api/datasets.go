@@ -39,8 +39,9 @@ type newDatasetJSON struct {
 	IncludeHoldout *bool    `json:"include_holdout"`
 }
 
-// datasetJSON is a dataset as the API shows it.
-type datasetJSON struct {
+// DatasetJSON is a dataset as the API shows it (and gyre dataset list and
+// show print it on the store directly).
+type DatasetJSON struct {
 	ID               string          `json:"id"`
 	State            string          `json:"state"`
 	Reason           *string         `json:"reason"`
@@ -55,12 +56,13 @@ type datasetJSON struct {
 	Manifest         json.RawMessage `json:"manifest"`
 }
 
-func datasetToJSON(d store.Dataset) datasetJSON {
+// NewDatasetJSON is d as the API shows it.
+func NewDatasetJSON(d store.Dataset) DatasetJSON {
 	m := d.Manifest
 	if m == nil {
 		m = json.RawMessage("null")
 	}
-	return datasetJSON{ID: d.ID, State: d.State, Reason: d.Reason, AgentID: d.AgentID, Format: d.Format,
+	return DatasetJSON{ID: d.ID, State: d.State, Reason: d.Reason, AgentID: d.AgentID, Format: d.Format,
 		Filters: d.Filters, RolloutsSelected: d.Members, FileSHA256: d.FileSHA256, FileBytes: d.FileBytes,
 		CreatedAt: d.CreatedAt, BuiltAt: d.BuiltAt, Manifest: m}
 }
@@ -113,7 +115,7 @@ func (s *Server) createDataset(w http.ResponseWriter, r *http.Request) error {
 		s.datasets.Wake()
 	}
 	w.Header().Set("Location", "/api/v1/datasets/"+d.ID)
-	writeJSON(w, http.StatusCreated, datasetToJSON(d))
+	writeJSON(w, http.StatusCreated, NewDatasetJSON(d))
 	return nil
 }
 
@@ -132,9 +134,9 @@ func (s *Server) listDatasets(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	items := make([]datasetJSON, len(list))
+	items := make([]DatasetJSON, len(list))
 	for i, d := range list {
-		items[i] = datasetToJSON(d)
+		items[i] = NewDatasetJSON(d)
 	}
 	writeJSON(w, http.StatusOK, newList(items, next))
 	return nil
@@ -166,7 +168,7 @@ func (s *Server) getDataset(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, datasetToJSON(d))
+	writeJSON(w, http.StatusOK, NewDatasetJSON(d))
 	return nil
 }
 
