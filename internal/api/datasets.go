@@ -53,7 +53,16 @@ type DatasetJSON struct {
 	FileBytes        *int64          `json:"file_bytes"`
 	CreatedAt        time.Time       `json:"created_at"`
 	BuiltAt          *time.Time      `json:"built_at"`
-	Manifest         json.RawMessage `json:"manifest"`
+	// Progress is how far the latest build got; null until one starts.
+	Progress *DatasetProgressJSON `json:"progress"`
+	Manifest json.RawMessage      `json:"manifest"`
+}
+
+// DatasetProgressJSON is a build's progress: the frozen rollouts read and
+// the rows written so far (the final counts once ready).
+type DatasetProgressJSON struct {
+	RolloutsRead int64 `json:"rollouts_read"`
+	RowsWritten  int64 `json:"rows_written"`
 }
 
 // NewDatasetJSON is d as the API shows it.
@@ -62,9 +71,13 @@ func NewDatasetJSON(d store.Dataset) DatasetJSON {
 	if m == nil {
 		m = json.RawMessage("null")
 	}
+	var p *DatasetProgressJSON
+	if d.Progress != nil {
+		p = &DatasetProgressJSON{RolloutsRead: d.Progress.Rollouts, RowsWritten: d.Progress.Rows}
+	}
 	return DatasetJSON{ID: d.ID, State: d.State, Reason: d.Reason, AgentID: d.AgentID, Format: d.Format,
 		Filters: d.Filters, RolloutsSelected: d.Members, FileSHA256: d.FileSHA256, FileBytes: d.FileBytes,
-		CreatedAt: d.CreatedAt, BuiltAt: d.BuiltAt, Manifest: m}
+		CreatedAt: d.CreatedAt, BuiltAt: d.BuiltAt, Progress: p, Manifest: m}
 }
 
 // createDataset is POST /api/v1/datasets: it freezes the selection (the

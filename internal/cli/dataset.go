@@ -174,16 +174,20 @@ func (c *datasetClient) getJSON(ctx context.Context, path string, dst any) error
 
 // remoteDataset is what the CLI reads of GET /api/v1/datasets/{id}.
 type remoteDataset struct {
-	ID               string          `json:"id"`
-	State            string          `json:"state"`
-	Reason           *string         `json:"reason"`
-	AgentID          string          `json:"agent_id"`
-	Format           string          `json:"format"`
-	RolloutsSelected int             `json:"rollouts_selected"`
-	FileSHA256       *string         `json:"file_sha256"`
-	FileBytes        *int64          `json:"file_bytes"`
-	CreatedAt        time.Time       `json:"created_at"`
-	Manifest         json.RawMessage `json:"manifest"`
+	ID               string    `json:"id"`
+	State            string    `json:"state"`
+	Reason           *string   `json:"reason"`
+	AgentID          string    `json:"agent_id"`
+	Format           string    `json:"format"`
+	RolloutsSelected int       `json:"rollouts_selected"`
+	FileSHA256       *string   `json:"file_sha256"`
+	FileBytes        *int64    `json:"file_bytes"`
+	CreatedAt        time.Time `json:"created_at"`
+	Progress         *struct {
+		RolloutsRead int64 `json:"rollouts_read"`
+		RowsWritten  int64 `json:"rows_written"`
+	} `json:"progress"`
+	Manifest json.RawMessage `json:"manifest"`
 }
 
 func (a *app) datasetExportCommand() *cobra.Command {
@@ -333,9 +337,12 @@ func (c *datasetClient) waitBuilt(ctx context.Context, d remoteDataset, limit ti
 			return d, ctx.Err()
 		case <-time.After(delay):
 		}
-		delay = min(delay*2, 2*time.Second)
+		delay = min(delay*2, time.Second) // the server records its build's progress every second
 		if err := c.getJSON(ctx, "/api/v1/datasets/"+url.PathEscape(d.ID), &d); err != nil {
 			return d, err
+		}
+		if d.Progress != nil {
+			bar.set(d.Progress.RolloutsRead, d.Progress.RowsWritten)
 		}
 	}
 	if d.State != "ready" {

@@ -84,6 +84,9 @@ func TestDatasets_DirectBuildHoldsTheLeaseAndAKilledOneIsRebuiltToTheSameBytes(t
 		if err != nil {
 			t.Fatal(err)
 		}
+		if r := h.mustJSON(http.MethodGet, "/api/v1/datasets/"+d.ID, h.admin, "", http.StatusOK); !bytes.Contains(r.body, []byte(`"progress":null`)) {
+			t.Fatalf("a dataset no build started: %s", r.body)
+		}
 		procCtx, kill := context.WithCancel(ctx)
 		defer kill()
 		var leftBehind []byte
@@ -94,6 +97,9 @@ func TestDatasets_DirectBuildHoldsTheLeaseAndAKilledOneIsRebuiltToTheSameBytes(t
 			}
 			for _, p := range []string{"/file", "/manifest"} {
 				h.mustJSON(http.MethodGet, "/api/v1/datasets/"+d.ID+p, h.admin, "", http.StatusConflict)
+			}
+			if r := h.mustJSON(http.MethodGet, "/api/v1/datasets/"+d.ID, h.admin, "", http.StatusOK); !bytes.Contains(r.body, []byte(`"progress":{"rollouts_read":`)) {
+				t.Errorf("a running build records no progress: %s", r.body)
 			}
 		}}
 		var p build.Progress
@@ -129,6 +135,9 @@ func TestDatasets_DirectBuildHoldsTheLeaseAndAKilledOneIsRebuiltToTheSameBytes(t
 		if err := json.Unmarshal(h.mustJSON(http.MethodGet, "/api/v1/datasets/"+d.ID, h.admin, "", http.StatusOK).body, &v); err != nil ||
 			v.State != "ready" || v.FileSHA256 == nil || *v.FileSHA256 != *ref.FileSHA256 {
 			t.Fatalf("rebuilt: %+v %v, want ready with SHA-256 %s", v, err, *ref.FileSHA256)
+		}
+		if r := h.mustJSON(http.MethodGet, "/api/v1/datasets/"+d.ID, h.admin, "", http.StatusOK); !bytes.Contains(r.body, []byte(`"progress":{"rollouts_read":3,"rows_written":3}`)) {
+			t.Errorf("a ready dataset's progress is not its build's final counts: %s", r.body)
 		}
 		got := h.mustJSON(http.MethodGet, "/api/v1/datasets/"+d.ID+"/file", h.admin, "", http.StatusOK)
 		sum := sha256.Sum256(got.body)

@@ -35,9 +35,9 @@ type Builder struct {
 	blobs Blobs
 	log   *slog.Logger
 	wake  store.JobWaker
-	// renewals ticks when a running build's lease is due to be
-	// extended, every d; stop stops it. Tests replace it.
-	renewals func(d time.Duration) (tick <-chan time.Time, stop func())
+	// ticker ticks every d (a lease renewal, a progress report) until
+	// stop. Tests replace it.
+	ticker func(d time.Duration) (tick <-chan time.Time, stop func())
 }
 
 // New returns a Builder. blobs may be nil (no blob store): every build
@@ -46,7 +46,7 @@ func New(st store.Store, blobs Blobs, log *slog.Logger) *Builder {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Builder{st: st, blobs: blobs, log: log, wake: store.NewJobWaker(), renewals: realTicker}
+	return &Builder{st: st, blobs: blobs, log: log, wake: store.NewJobWaker(), ticker: realTicker}
 }
 
 func realTicker(d time.Duration) (<-chan time.Time, func()) {
@@ -119,6 +119,9 @@ func (b *Builder) BuildNow(ctx context.Context, owner, id string, lease time.Dur
 // stopped because ctx ended or the lease was lost settles nothing: the
 // lease lapses (or has) and a replica builds the dataset again.
 func (b *Builder) run(ctx context.Context, j store.Job, lease time.Duration, p *Progress) (built, err error) {
+	if p == nil {
+		p = new(Progress)
+	}
 	hctx, lost := context.WithCancelCause(ctx)
 	held := make(chan struct{})
 	go func() {
@@ -154,12 +157,44 @@ func (b *Builder) run(ctx context.Context, j store.Job, lease time.Duration, p *
 	return built, b.st.FinishJob(ctx, j)
 }
 
+// ProgressEvery is how often a running build records its progress on the
+// dataset, for GET /api/v1/datasets/{id} and gyre dataset export.
+const ProgressEvery = time.Second
+
+// report records p on dataset id: 0 now (a rebuild starts again), then
+// every ProgressEvery until stop. A failed report is skipped: progress is
+// for display only.
+func (b *Builder) report(ctx context.Context, id string, p *Progress) (stop func(), err error) {
+	if err := b.st.SetDatasetProgress(ctx, id, store.DatasetProgress{}); err != nil {
+		return nil, err
+	}
+	tick, stopTick := b.ticker(ProgressEvery)
+	done, ended := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(ended)
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-tick:
+			}
+			if err := b.st.SetDatasetProgress(ctx, id, store.DatasetProgress{Rollouts: p.Rollouts(), Rows: p.Rows()}); err != nil && ctx.Err() == nil {
+				b.log.LogAttrs(ctx, slog.LevelWarn, "record a dataset build's progress", slog.String("dataset_id", id),
+					slog.Any("error", err))
+			}
+		}
+	}()
+	return func() { stopTick(); close(done); <-ended }, nil
+}
+
 // hold extends the lease of the running job j every third of the lease
 // until ctx ends. When the lease is lost (it lapsed and another claimed
 // the job) it cancels the build through lost; a failed extension is
 // tried again at the next tick, while the lease still runs.
 func (b *Builder) hold(ctx context.Context, lost context.CancelCauseFunc, j store.Job, lease time.Duration) {
-	tick, stop := b.renewals(max(lease/3, time.Millisecond))
+	tick, stop := b.ticker(max(lease/3, time.Millisecond))
 	defer stop()
 	for {
 		select {
@@ -230,6 +265,11 @@ func (b *Builder) build(ctx context.Context, id string, p *Progress) error {
 	if p != nil {
 		src = countingSource{src, p}
 		out = rowCounter{pw, p}
+		stop, err := b.report(ctx, id, p)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	type result struct {
 		m   dataset.Manifest
@@ -266,6 +306,12 @@ func (b *Builder) build(ctx context.Context, id string, p *Progress) error {
 	key, err := blobstore.KeyFor(prefix, sha)
 	if err != nil {
 		return err
+	}
+	if p != nil {
+		// The last report, so that a ready dataset shows what its build did.
+		if err := b.st.SetDatasetProgress(ctx, id, store.DatasetProgress{Rollouts: p.Rollouts(), Rows: p.Rows()}); err != nil {
+			return err
+		}
 	}
 	_, err = b.st.FinishDataset(ctx, store.DatasetBuilt{ID: id, State: store.DatasetReady, FileSHA256: sha,
 		FileBytes: size, BlobKey: key, Manifest: manifest})

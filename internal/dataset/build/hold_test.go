@@ -35,7 +35,7 @@ func TestHold_ExtendsTheLeaseAndCancelsTheBuildWhenItIsLost(t *testing.T) {
 	var every time.Duration
 	ext := extendSignal{Store: st, done: make(chan error)}
 	b := New(ext, nil, nil)
-	b.renewals = func(d time.Duration) (<-chan time.Time, func()) { every = d; return ticks, func() {} }
+	b.ticker = func(d time.Duration) (<-chan time.Time, func()) { every = d; return ticks, func() {} }
 	hctx, lost := context.WithCancelCause(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); b.hold(hctx, lost, j, time.Minute) }()
