@@ -6,11 +6,17 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/gyrehq/gyre"
+	"github.com/gyrehq/gyre/internal/api"
+	"github.com/gyrehq/gyre/internal/auth"
+	"github.com/gyrehq/gyre/internal/dataset/build"
 	"github.com/gyrehq/gyre/internal/dataset/build/seed"
 )
 
@@ -64,5 +70,60 @@ func TestDatasetExportProgressBarOnATerminal(t *testing.T) {
 				t.Errorf("no summary line:\n%q", term)
 			}
 		})
+	}
+}
+
+// Against a server, gyre dataset export draws the same bar on a terminal,
+// moved by the dataset's progress as the server's builder records it, and
+// ending at the totals.
+func TestDatasetExportProgressBarAgainstAServer(t *testing.T) {
+	t.Parallel()
+	s := newSeededStore(t, 20)
+	_, key, err := auth.CreateKey(context.Background(), s.st, s.tenant.ID, auth.KeyRequest{Role: gyre.RoleAdmin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := api.New(api.Config{}, api.Deps{Store: s.st, Blobs: s.blobs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv.Handler())
+	defer ts.Close()
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	go build.New(s.st, s.blobs, nil).Run(ctx, "server", 20*time.Millisecond, time.Minute)
+
+	ptm, pts := openPTY(t, 120, 40)
+	read := make(chan string)
+	go func() {
+		b, _ := io.ReadAll(ptm)
+		read <- string(b)
+	}()
+	out := filepath.Join(t.TempDir(), "sft.jsonl")
+	var stdout bytes.Buffer
+	env := func(k string) (string, bool) {
+		switch k {
+		case "GYRE_SERVER":
+			return ts.URL, true
+		case "GYRE_KEY":
+			return key, true
+		}
+		return "", false
+	}
+	code := Run(context.Background(), []string{"dataset", "export", "--agent", seed.Agent, "--format", "sft",
+		"--out", out}, nil, &stdout, pts, env)
+	pts.Close()
+	term := <-read
+	if code != 0 {
+		t.Fatalf("exit %d, terminal:\n%s", code, term)
+	}
+	var m struct {
+		Rows int `json:"rows"`
+	}
+	if raw, err := os.ReadFile(out + ".manifest.json"); err != nil || json.Unmarshal(raw, &m) != nil || m.Rows == 0 {
+		t.Fatalf("manifest: %s %v", raw, err)
+	}
+	if want := fmt.Sprintf("20/20 rollouts [======================================]  %d rows", m.Rows); !strings.Contains(term, want) {
+		t.Errorf("terminal lacks %q:\n%q", want, term)
 	}
 }
