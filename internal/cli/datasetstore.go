@@ -103,7 +103,7 @@ func (ds *storeDatasets) export(ctx context.Context, req build.Request, out stri
 		// A gyre serve took the job between its creation and our claim:
 		// it builds the dataset; wait for it.
 		fmt.Fprintf(ds.stderr, "dataset %s: gyre serve is building it, waiting\n", d.ID)
-		err = ds.waitBuilt(ctx, d.ID, wait)
+		err = ds.waitBuilt(ctx, d.ID, wait, bar)
 	}
 	if d2, gerr := ds.st.GetDataset(ctx, ds.tenant.ID, d.ID); gerr == nil {
 		d = d2
@@ -134,8 +134,9 @@ func directOwner() string {
 	return fmt.Sprintf("gyre-dataset-export:%s:%d", host, os.Getpid())
 }
 
-// waitBuilt polls the store until the dataset is no longer building.
-func (ds *storeDatasets) waitBuilt(ctx context.Context, id string, limit time.Duration) error {
+// waitBuilt polls the store until the dataset is no longer building,
+// moving the bar with the progress the building process records.
+func (ds *storeDatasets) waitBuilt(ctx context.Context, id string, limit time.Duration, bar *buildBar) error {
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	t := time.NewTicker(500 * time.Millisecond)
@@ -147,6 +148,9 @@ func (ds *storeDatasets) waitBuilt(ctx context.Context, id string, limit time.Du
 		}
 		if d.State != store.DatasetBuilding {
 			return nil
+		}
+		if d.Progress != nil {
+			bar.set(d.Progress.Rollouts, d.Progress.Rows)
 		}
 		select {
 		case <-ctx.Done():
