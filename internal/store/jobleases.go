@@ -21,9 +21,9 @@ type JobLeaseStore interface {
 	// unexpired lease on it (ErrJobHeld). ErrNotFound when there is no
 	// such job: it was finished.
 	ClaimJob(ctx context.Context, owner, kind, subjectID string, lease time.Duration) (Job, error)
-	// ExtendJob moves the lease of a job this claim holds to now + lease.
+	// RenewJob moves the lease of a job this claim holds to now + lease.
 	// ErrLeaseLost when the claim no longer holds it: the job was
 	// finished, enqueued again, or taken by another after its lease
 	// lapsed.
-	ExtendJob(ctx context.Context, j Job, lease time.Duration) error
+	RenewJob(ctx context.Context, j Job, lease time.Duration) error
 }

@@ -202,7 +202,7 @@ func (b *Builder) hold(ctx context.Context, lost context.CancelCauseFunc, j stor
 			return
 		case <-tick:
 		}
-		err := b.st.ExtendJob(ctx, j, lease)
+		err := b.st.RenewJob(ctx, j, lease)
 		switch {
 		case errors.Is(err, store.ErrLeaseLost):
 			lost(err)

@@ -33,7 +33,7 @@ func TestHold_ExtendsTheLeaseAndCancelsTheBuildWhenItIsLost(t *testing.T) {
 	}
 	ticks := make(chan time.Time)
 	var every time.Duration
-	ext := extendSignal{Store: st, done: make(chan error)}
+	ext := renewSignal{Store: st, done: make(chan error)}
 	b := New(ext, nil, nil)
 	b.ticker = func(d time.Duration) (<-chan time.Time, func()) { every = d; return ticks, func() {} }
 	hctx, lost := context.WithCancelCause(ctx)
@@ -42,7 +42,7 @@ func TestHold_ExtendsTheLeaseAndCancelsTheBuildWhenItIsLost(t *testing.T) {
 	tick := func() {
 		ticks <- clk.Now()
 		if err := <-ext.done; err != nil {
-			t.Fatalf("ExtendJob: %v", err)
+			t.Fatalf("RenewJob: %v", err)
 		}
 	}
 	for range 3 {
@@ -69,14 +69,14 @@ func TestHold_ExtendsTheLeaseAndCancelsTheBuildWhenItIsLost(t *testing.T) {
 	}
 }
 
-// extendSignal reports each ExtendJob's outcome on done once it is over.
-type extendSignal struct {
+// renewSignal reports each RenewJob's outcome on done once it is over.
+type renewSignal struct {
 	store.Store
 	done chan error
 }
 
-func (e extendSignal) ExtendJob(ctx context.Context, j store.Job, lease time.Duration) error {
-	err := e.Store.ExtendJob(ctx, j, lease)
+func (e renewSignal) RenewJob(ctx context.Context, j store.Job, lease time.Duration) error {
+	err := e.Store.RenewJob(ctx, j, lease)
 	e.done <- err
 	return err
 }

@@ -149,18 +149,18 @@ func (s *Store) ClaimJob(ctx context.Context, owner, kind, subjectID string, lea
 	return j, nil
 }
 
-// ExtendJob moves a held job's lease forward.
-func (s *Store) ExtendJob(ctx context.Context, j store.Job, lease time.Duration) error {
+// RenewJob moves a held job's lease forward.
+func (s *Store) RenewJob(ctx context.Context, j store.Job, lease time.Duration) error {
 	return s.write(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE jobs SET locked_until_us = $3 WHERE id = $1 AND claim_token = $2`,
 			j.ID, j.Token, s.now()+lease.Microseconds())
 		if err != nil {
-			return fmt.Errorf("extend job: %w", err)
+			return fmt.Errorf("renew job: %w", err)
 		}
 		if n, err := res.RowsAffected(); err != nil {
-			return fmt.Errorf("extend job: %w", err)
+			return fmt.Errorf("renew job: %w", err)
 		} else if n == 0 {
-			return fmt.Errorf("extend %s job: %w", j.Kind, store.ErrLeaseLost)
+			return fmt.Errorf("renew %s job: %w", j.Kind, store.ErrLeaseLost)
 		}
 		return nil
 	})

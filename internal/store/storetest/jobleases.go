@@ -9,15 +9,15 @@ import (
 	"github.com/gyrehq/gyre/internal/store"
 )
 
-// Leases on one named job (ClaimJob, ExtendJob).
+// Leases on one named job (ClaimJob, RenewJob).
 func runJobLeases(t *testing.T, open Opener) {
 	t.Run("ClaimJobHoldsTheNamedJobAgainstTheQueue", func(t *testing.T) {
 		t.Parallel()
 		testClaimJobHolds(t, open)
 	})
-	t.Run("ExtendJobKeepsTheLeaseUntilItIsLost", func(t *testing.T) {
+	t.Run("RenewNamedJobKeepsTheLeaseUntilItIsLost", func(t *testing.T) {
 		t.Parallel()
-		testExtendJob(t, open)
+		testRenewNamedJob(t, open)
 	})
 }
 
@@ -80,10 +80,10 @@ func testClaimJobHolds(t *testing.T, open Opener) {
 	}
 }
 
-// ExtendJob moves the lease from now, so a claim that keeps extending is
+// RenewJob moves the lease from now, so a claim that keeps extending is
 // never taken over; once the lease lapsed and another claimed the job, or
-// the job was enqueued again, the old claim's ExtendJob is ErrLeaseLost.
-func testExtendJob(t *testing.T, open Opener) {
+// the job was enqueued again, the old claim's RenewJob is ErrLeaseLost.
+func testRenewNamedJob(t *testing.T, open Opener) {
 	clk := clock.NewFake(Start)
 	s := open(t, clk)
 	ctx := t.Context()
@@ -96,8 +96,8 @@ func testExtendJob(t *testing.T, open Opener) {
 	}
 	for range 3 {
 		clk.Advance(40 * time.Second)
-		if err := s.ExtendJob(ctx, j, time.Minute); err != nil {
-			t.Fatalf("ExtendJob: %v", err)
+		if err := s.RenewJob(ctx, j, time.Minute); err != nil {
+			t.Fatalf("RenewJob: %v", err)
 		}
 		if got, _ := s.ClaimJobs(ctx, "server", []string{store.JobDatasetBuild}, 1, time.Minute); len(got) != 0 {
 			t.Fatalf("the queue took a job whose lease was extended: %+v", got)
@@ -108,16 +108,16 @@ func testExtendJob(t *testing.T, open Opener) {
 	if err != nil || len(taken) != 1 {
 		t.Fatalf("a lapsed lease was not taken over: %+v %v", taken, err)
 	}
-	if err := s.ExtendJob(ctx, j, time.Minute); !errors.Is(err, store.ErrLeaseLost) {
+	if err := s.RenewJob(ctx, j, time.Minute); !errors.Is(err, store.ErrLeaseLost) {
 		t.Fatalf("extending a lease another took: %v, want ErrLeaseLost", err)
 	}
-	if err := s.ExtendJob(ctx, taken[0], time.Minute); err != nil {
-		t.Fatalf("the new holder's ExtendJob: %v", err)
+	if err := s.RenewJob(ctx, taken[0], time.Minute); err != nil {
+		t.Fatalf("the new holder's RenewJob: %v", err)
 	}
 	if err := s.EnqueueJob(ctx, store.JobDatasetBuild, "d"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.ExtendJob(ctx, taken[0], time.Minute); !errors.Is(err, store.ErrLeaseLost) {
+	if err := s.RenewJob(ctx, taken[0], time.Minute); !errors.Is(err, store.ErrLeaseLost) {
 		t.Fatalf("extending a job enqueued again: %v, want ErrLeaseLost", err)
 	}
 }
