@@ -10,11 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/gyrehq/gyre"
-	"github.com/gyrehq/gyre/flywheel"
 	"github.com/gyrehq/gyre/internal/dataset"
+	"github.com/gyrehq/gyre/internal/dataset/build"
 	"github.com/gyrehq/gyre/internal/store"
 )
 
@@ -41,8 +39,9 @@ type newDatasetJSON struct {
 	IncludeHoldout *bool    `json:"include_holdout"`
 }
 
-// datasetJSON is a dataset as the API shows it.
-type datasetJSON struct {
+// DatasetJSON is a dataset as the API shows it (and gyre dataset list and
+// show print it on the store directly).
+type DatasetJSON struct {
 	ID               string          `json:"id"`
 	State            string          `json:"state"`
 	Reason           *string         `json:"reason"`
@@ -54,17 +53,31 @@ type datasetJSON struct {
 	FileBytes        *int64          `json:"file_bytes"`
 	CreatedAt        time.Time       `json:"created_at"`
 	BuiltAt          *time.Time      `json:"built_at"`
-	Manifest         json.RawMessage `json:"manifest"`
+	// Progress is how far the latest build got; null until one starts.
+	Progress *DatasetProgressJSON `json:"progress"`
+	Manifest json.RawMessage      `json:"manifest"`
 }
 
-func datasetToJSON(d store.Dataset) datasetJSON {
+// DatasetProgressJSON is a build's progress: the frozen rollouts read and
+// the rows written so far (the final counts once ready).
+type DatasetProgressJSON struct {
+	RolloutsRead int64 `json:"rollouts_read"`
+	RowsWritten  int64 `json:"rows_written"`
+}
+
+// NewDatasetJSON is d as the API shows it.
+func NewDatasetJSON(d store.Dataset) DatasetJSON {
 	m := d.Manifest
 	if m == nil {
 		m = json.RawMessage("null")
 	}
-	return datasetJSON{ID: d.ID, State: d.State, Reason: d.Reason, AgentID: d.AgentID, Format: d.Format,
+	var p *DatasetProgressJSON
+	if d.Progress != nil {
+		p = &DatasetProgressJSON{RolloutsRead: d.Progress.Rollouts, RowsWritten: d.Progress.Rows}
+	}
+	return DatasetJSON{ID: d.ID, State: d.State, Reason: d.Reason, AgentID: d.AgentID, Format: d.Format,
 		Filters: d.Filters, RolloutsSelected: d.Members, FileSHA256: d.FileSHA256, FileBytes: d.FileBytes,
-		CreatedAt: d.CreatedAt, BuiltAt: d.BuiltAt, Manifest: m}
+		CreatedAt: d.CreatedAt, BuiltAt: d.BuiltAt, Progress: p, Manifest: m}
 }
 
 // createDataset is POST /api/v1/datasets: it freezes the selection (the
@@ -80,18 +93,6 @@ func (s *Server) createDataset(w http.ResponseWriter, r *http.Request) error {
 	if err := s.decodeJSON(r, &body); err != nil {
 		return err
 	}
-	bad := func(ptr, format string, args ...any) error {
-		return gyre.Errorf(gyre.CodeInvalidBody, format, args...).AtPointer(ptr)
-	}
-	if body.AgentID == "" {
-		return bad("/agent_id", "agent_id is required")
-	}
-	if err := flywheel.ValidateAgentID(body.AgentID); err != nil {
-		return bad("/agent_id", "agent_id is not a valid flywheel/1 agent_id: %v", err)
-	}
-	if body.Format == "" {
-		return bad("/format", "format is required: one of sft, dpo, rl, atif")
-	}
 	f := dataset.Filters{MinReward: body.MinReward, MinMargin: body.MinMargin, BatchIDs: body.BatchIDs}
 	if body.IncludeHoldout != nil {
 		f.IncludeHoldout = *body.IncludeHoldout
@@ -106,34 +107,12 @@ func (s *Server) createDataset(w http.ResponseWriter, r *http.Request) error {
 		}
 		v, err := time.Parse(time.RFC3339Nano, *t.in)
 		if err != nil {
-			return bad(t.ptr, "%s must be an RFC 3339 time", strings.TrimPrefix(t.ptr, "/"))
+			return gyre.Errorf(gyre.CodeInvalidBody, "%s must be an RFC 3339 time", strings.TrimPrefix(t.ptr, "/")).AtPointer(t.ptr)
 		}
-		v = v.UTC().Truncate(time.Microsecond)
 		*t.out = &v
 	}
-	for i, id := range body.BatchIDs {
-		if u, err := uuid.Parse(id); err != nil || u.String() != id {
-			return bad("/batch_ids/"+strconv.Itoa(i), "batch_ids must hold batch ids")
-		}
-	}
-	id, err := uuid.NewV7()
-	if err != nil {
-		return err
-	}
-	sel := dataset.Selection{ID: id.String(), AgentID: body.AgentID, Format: dataset.Format(body.Format), Filters: f}
-	if err := sel.Validate(); err != nil {
-		return err
-	}
-	filters, err := json.Marshal(f)
-	if err != nil {
-		return err
-	}
-	d, err := s.store.CreateDataset(r.Context(), store.NewDataset{ID: sel.ID, TenantID: p.TenantID,
-		AgentID: body.AgentID, Format: body.Format, Filters: filters, Since: f.Since, Until: f.Until,
-		BatchIDs: f.BatchIDs})
-	if errors.Is(err, store.ErrNotFound) {
-		return gyre.Errorf(gyre.CodeNotFound, "no agent %s in this tenant", body.AgentID)
-	}
+	d, err := build.Create(r.Context(), s.store, p.TenantID, build.Request{AgentID: body.AgentID,
+		Format: dataset.Format(body.Format), Filters: f})
 	if err != nil {
 		return err
 	}
@@ -149,7 +128,7 @@ func (s *Server) createDataset(w http.ResponseWriter, r *http.Request) error {
 		s.datasets.Wake()
 	}
 	w.Header().Set("Location", "/api/v1/datasets/"+d.ID)
-	writeJSON(w, http.StatusCreated, datasetToJSON(d))
+	writeJSON(w, http.StatusCreated, NewDatasetJSON(d))
 	return nil
 }
 
@@ -168,9 +147,9 @@ func (s *Server) listDatasets(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	items := make([]datasetJSON, len(list))
+	items := make([]DatasetJSON, len(list))
 	for i, d := range list {
-		items[i] = datasetToJSON(d)
+		items[i] = NewDatasetJSON(d)
 	}
 	writeJSON(w, http.StatusOK, newList(items, next))
 	return nil
@@ -202,7 +181,7 @@ func (s *Server) getDataset(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, datasetToJSON(d))
+	writeJSON(w, http.StatusOK, NewDatasetJSON(d))
 	return nil
 }
 

@@ -18,20 +18,34 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/gyrehq/gyre/internal/dataset"
+	"github.com/gyrehq/gyre/internal/dataset/build"
 )
 
-// datasetCommand is gyre dataset: datasets on a running gyre serve
-// (SPEC §9).
+// datasetCommand is gyre dataset: datasets on a running gyre serve, or
+// on its store directly (SPEC §9).
 func (a *app) datasetCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "dataset",
-		Short: "Export frozen training datasets (sft, dpo, rl, atif) from a gyre server",
-		Long: `Datasets are frozen selections of one agent's rollouts, built by gyre serve
-into one file in the sft, dpo, rl or atif format, with a manifest.
+		Short: "Export frozen training datasets (sft, dpo, rl, atif), from a server or the store",
+		Long: `Datasets are frozen selections of one agent's rollouts, built into one file in
+the sft, dpo, rl or atif format, with a manifest.
 
-Every subcommand talks to a server: --server URL (or $GYRE_SERVER) and a key
-from --key-file or $GYRE_KEY (admin to export; reader to list, show and
-download).`,
+Every subcommand works in one of two modes:
+
+  on a server   with --server URL (or $GYRE_SERVER) and a key from --key-file
+                or $GYRE_KEY (admin to export; reader to list, show and
+                download); gyre serve builds the dataset.
+  on the store  without --server: the store named by --data/--db and the blob
+                store named by --blob (or $GYRE_BLOB), like the operator
+                commands, in the tenant --tenant (default "default"). Safe
+                while gyre serve runs on the same store.
+
+On the store, gyre dataset export creates the dataset exactly as
+POST /api/v1/datasets does (same frozen selection, same manifest, same bytes)
+and builds it in this process while it holds the build job's lease, renewed
+every third of --lease: no gyre serve builds the same dataset meanwhile. If
+this process dies, the lease lapses after --lease and a running gyre serve
+takes the build over and finishes it, to the same bytes.`,
 		Args: cobra.ArbitraryArgs,
 		RunE: groupRunE,
 	}
@@ -47,8 +61,36 @@ type datasetClient struct {
 }
 
 func datasetFlags(fs *pflag.FlagSet) {
-	fs.String("server", "", "gyre server URL [$GYRE_SERVER]")
-	fs.String("key-file", "", "file holding the API key [$GYRE_KEY holds the key itself]")
+	fs.String("server", "", "gyre server URL; without it, work on the store directly [$GYRE_SERVER]")
+	fs.String("key-file", "", "file holding the API key, with --server [$GYRE_KEY holds the key itself]")
+	fs.String("tenant", "default", "tenant of the store, without --server")
+	fs.String("blob", "", "blob store, without --server: empty for a directory in --data, file:///dir or s3://bucket?… [$GYRE_BLOB]")
+}
+
+// datasetOnServer reports whether a dataset command talks to a server
+// (--server or $GYRE_SERVER) rather than the store, and refuses the flags
+// of the other mode.
+func (a *app) datasetOnServer(cmd *cobra.Command) (bool, error) {
+	fs := cmd.Flags()
+	var server string
+	server, _ = fs.GetString("server")
+	a.envDefault(fs, "server", "GYRE_SERVER", &server)
+	var storeFlags, serverFlags []string
+	for _, n := range []string{"tenant", "blob", "lease", "db", "data"} {
+		if f := fs.Lookup(n); f != nil && f.Changed {
+			storeFlags = append(storeFlags, "--"+n)
+		}
+	}
+	if f := fs.Lookup("key-file"); f != nil && f.Changed {
+		serverFlags = append(serverFlags, "--key-file")
+	}
+	switch {
+	case server != "" && len(storeFlags) > 0:
+		return false, usagef("%s work on the store directly, not with --server (or GYRE_SERVER)", strings.Join(storeFlags, ", "))
+	case server == "" && len(serverFlags) > 0:
+		return false, usagef("--key-file goes with --server")
+	}
+	return server != "", nil
 }
 
 func (a *app) datasetClient(cmd *cobra.Command) (*datasetClient, error) {
@@ -132,16 +174,20 @@ func (c *datasetClient) getJSON(ctx context.Context, path string, dst any) error
 
 // remoteDataset is what the CLI reads of GET /api/v1/datasets/{id}.
 type remoteDataset struct {
-	ID               string          `json:"id"`
-	State            string          `json:"state"`
-	Reason           *string         `json:"reason"`
-	AgentID          string          `json:"agent_id"`
-	Format           string          `json:"format"`
-	RolloutsSelected int             `json:"rollouts_selected"`
-	FileSHA256       *string         `json:"file_sha256"`
-	FileBytes        *int64          `json:"file_bytes"`
-	CreatedAt        time.Time       `json:"created_at"`
-	Manifest         json.RawMessage `json:"manifest"`
+	ID               string    `json:"id"`
+	State            string    `json:"state"`
+	Reason           *string   `json:"reason"`
+	AgentID          string    `json:"agent_id"`
+	Format           string    `json:"format"`
+	RolloutsSelected int       `json:"rollouts_selected"`
+	FileSHA256       *string   `json:"file_sha256"`
+	FileBytes        *int64    `json:"file_bytes"`
+	CreatedAt        time.Time `json:"created_at"`
+	Progress         *struct {
+		RolloutsRead int64 `json:"rollouts_read"`
+		RowsWritten  int64 `json:"rows_written"`
+	} `json:"progress"`
+	Manifest json.RawMessage `json:"manifest"`
 }
 
 func (a *app) datasetExportCommand() *cobra.Command {
@@ -150,18 +196,28 @@ func (a *app) datasetExportCommand() *cobra.Command {
 		minReward, minMargin             float64
 		batches                          []string
 		includeHoldout                   bool
-		wait                             time.Duration
+		wait, lease                      time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "export --agent A --format sft|dpo|rl|atif --out PATH",
 		Short: "Create a dataset on the server, wait for it and write PATH and PATH.manifest.json",
-		Long: `Creates a dataset on the server (an admin key), waits until it is built and
-writes the file to PATH and its manifest to PATH.manifest.json, each through a
-temporary file renamed into place, so PATH is whole or absent. --since and
---until (RFC 3339) bound the rollouts' submission time.`,
-		Args: cobra.NoArgs,
+		Long: `Creates a dataset, waits until it is built and writes the file to PATH and
+its manifest to PATH.manifest.json, each through a temporary file renamed into
+place, so PATH is whole or absent. --since and --until (RFC 3339) bound the
+rollouts' submission time.
+
+With --server (an admin key) the server creates and builds the dataset. Without
+it, the dataset is created on the store (--data/--db, --blob, --tenant) exactly
+as the server would create it, and built in this process under its build job's
+lease (--lease): a running gyre serve leaves it alone, and takes it over if this
+process dies. On a terminal, stderr shows a progress bar: rollouts read of those
+selected, and rows written.`,
+		Example: `  gyre dataset export --agent support-bot --format sft --out sft.jsonl
+  gyre dataset export --data /var/lib/gyre --agent support-bot --format dpo --min-margin 0.5 --out dpo.jsonl
+  GYRE_KEY=$(cat admin.key) gyre dataset export --server https://gyre.example.com --agent support-bot --format rl --out rl.jsonl`,
+		Args: argsUsage(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := a.datasetClient(cmd)
+			onServer, err := a.datasetOnServer(cmd)
 			if err != nil {
 				return err
 			}
@@ -173,6 +229,40 @@ temporary file renamed into place, so PATH is whole or absent. --since and
 			}
 			if out == "" {
 				return usagef("--out is required")
+			}
+			if !onServer {
+				if lease < time.Second {
+					return usagef("--lease must be at least 1s")
+				}
+				req := build.Request{AgentID: agent, Format: dataset.Format(format),
+					Filters: dataset.Filters{BatchIDs: batches, IncludeHoldout: includeHoldout}}
+				for _, t := range []struct {
+					flag string
+					in   string
+					out  **time.Time
+				}{{"since", since, &req.Filters.Since}, {"until", until, &req.Filters.Until}} {
+					if t.in == "" {
+						continue
+					}
+					v, err := time.Parse(time.RFC3339Nano, t.in)
+					if err != nil {
+						return usagef("--%s: %q is not an RFC 3339 time", t.flag, t.in)
+					}
+					*t.out = &v
+				}
+				if cmd.Flags().Lookup("min-reward").Changed {
+					req.Filters.MinReward = &minReward
+				}
+				if cmd.Flags().Lookup("min-margin").Changed {
+					req.Filters.MinMargin = &minMargin
+				}
+				return a.withDatasetStore(cmd, func(ctx context.Context, ds *storeDatasets) error {
+					return ds.export(ctx, req, out, lease, wait)
+				})
+			}
+			c, err := a.datasetClient(cmd)
+			if err != nil {
+				return err
 			}
 			body := map[string]any{"agent_id": agent, "format": format}
 			if since != "" {
@@ -209,7 +299,10 @@ temporary file renamed into place, so PATH is whole or absent. --since and
 				return err
 			}
 			fmt.Fprintf(a.stderr, "dataset %s: %d rollouts selected, building\n", d.ID, d.RolloutsSelected)
-			if d, err = c.waitBuilt(ctx, d, wait); err != nil {
+			bar := newBuildBar(a.stderr, d.RolloutsSelected)
+			d, err = c.waitBuilt(ctx, d, wait, bar)
+			bar.finish(err == nil)
+			if err != nil {
 				return err
 			}
 			return c.download(ctx, d, out, a.stderr)
@@ -227,11 +320,12 @@ temporary file renamed into place, so PATH is whole or absent. --since and
 	f.BoolVar(&includeHoldout, "include-holdout", false, "keep rollouts of held-out tasks")
 	f.StringVar(&out, "out", "", "file to write; the manifest goes to PATH.manifest.json")
 	f.DurationVar(&wait, "wait", 30*time.Minute, "how long to wait for the build")
+	f.DurationVar(&lease, "lease", directDatasetLease, "without --server: the build job's lease, renewed every third of it; if this process dies, gyre serve takes the build over once it lapses")
 	return cmd
 }
 
 // waitBuilt polls the dataset until it is ready or failed.
-func (c *datasetClient) waitBuilt(ctx context.Context, d remoteDataset, limit time.Duration) (remoteDataset, error) {
+func (c *datasetClient) waitBuilt(ctx context.Context, d remoteDataset, limit time.Duration, bar *buildBar) (remoteDataset, error) {
 	deadline := time.Now().Add(limit)
 	delay := 100 * time.Millisecond
 	for d.State == "building" {
@@ -243,9 +337,12 @@ func (c *datasetClient) waitBuilt(ctx context.Context, d remoteDataset, limit ti
 			return d, ctx.Err()
 		case <-time.After(delay):
 		}
-		delay = min(delay*2, 2*time.Second)
+		delay = min(delay*2, time.Second) // the server records its build's progress every second
 		if err := c.getJSON(ctx, "/api/v1/datasets/"+url.PathEscape(d.ID), &d); err != nil {
 			return d, err
+		}
+		if d.Progress != nil {
+			bar.set(d.Progress.RolloutsRead, d.Progress.RowsWritten)
 		}
 	}
 	if d.State != "ready" {
@@ -255,6 +352,11 @@ func (c *datasetClient) waitBuilt(ctx context.Context, d remoteDataset, limit ti
 		}
 		return d, fmt.Errorf("dataset %s %s%s", d.ID, d.State, reason)
 	}
+	var m struct {
+		Rows int64 `json:"rows"`
+	}
+	_ = json.Unmarshal(d.Manifest, &m)
+	bar.set(int64(d.RolloutsSelected), m.Rows)
 	return d, nil
 }
 
@@ -314,8 +416,17 @@ func (a *app) datasetListCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List the tenant's datasets, newest first, as JSON lines",
-		Args:  cobra.NoArgs,
+		Args:  argsUsage(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			onServer, err := a.datasetOnServer(cmd)
+			if err != nil {
+				return err
+			}
+			if !onServer {
+				return a.withDatasetStore(cmd, func(ctx context.Context, ds *storeDatasets) error {
+					return ds.list(ctx, a.stdout)
+				})
+			}
 			c, err := a.datasetClient(cmd)
 			if err != nil {
 				return err
@@ -334,18 +445,7 @@ func (a *app) datasetListCommand() *cobra.Command {
 					return err
 				}
 				for _, it := range l.Items {
-					// One line per dataset, without its manifest
-					// (gyre dataset show has it).
-					var d map[string]json.RawMessage
-					if err := json.Unmarshal(it, &d); err != nil {
-						return err
-					}
-					delete(d, "manifest")
-					line, err := json.Marshal(d)
-					if err != nil {
-						return err
-					}
-					if _, err := fmt.Fprintf(a.stdout, "%s\n", line); err != nil {
+					if err := writeDatasetLine(a.stdout, it); err != nil {
 						return err
 					}
 				}
@@ -364,8 +464,17 @@ func (a *app) datasetShowCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "show ID",
 		Short: "Print a dataset with its manifest as JSON",
-		Args:  cobra.ExactArgs(1),
+		Args:  argsUsage(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			onServer, err := a.datasetOnServer(cmd)
+			if err != nil {
+				return err
+			}
+			if !onServer {
+				return a.withDatasetStore(cmd, func(ctx context.Context, ds *storeDatasets) error {
+					return ds.show(ctx, args[0], a.stdout)
+				})
+			}
 			c, err := a.datasetClient(cmd)
 			if err != nil {
 				return err
@@ -387,14 +496,23 @@ func (a *app) datasetDownloadCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "download ID --out PATH",
 		Short: "Write a built dataset to PATH and PATH.manifest.json",
-		Args:  cobra.ExactArgs(1),
+		Args:  argsUsage(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.datasetClient(cmd)
+			onServer, err := a.datasetOnServer(cmd)
 			if err != nil {
 				return err
 			}
 			if out == "" {
 				return usagef("--out is required")
+			}
+			if !onServer {
+				return a.withDatasetStore(cmd, func(ctx context.Context, ds *storeDatasets) error {
+					return ds.download(ctx, args[0], out)
+				})
+			}
+			c, err := a.datasetClient(cmd)
+			if err != nil {
+				return err
 			}
 			var d remoteDataset
 			if err := c.getJSON(cmd.Context(), "/api/v1/datasets/"+url.PathEscape(args[0]), &d); err != nil {
@@ -409,4 +527,20 @@ func (a *app) datasetDownloadCommand() *cobra.Command {
 	datasetFlags(cmd.Flags())
 	cmd.Flags().StringVar(&out, "out", "", "file to write; the manifest goes to PATH.manifest.json")
 	return cmd
+}
+
+// writeDatasetLine writes a dataset's API JSON as one line without its
+// manifest (gyre dataset show has it).
+func writeDatasetLine(w io.Writer, raw []byte) error {
+	var d map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &d); err != nil {
+		return err
+	}
+	delete(d, "manifest")
+	line, err := json.Marshal(d)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", line)
+	return err
 }

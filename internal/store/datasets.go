@@ -42,6 +42,16 @@ type Dataset struct {
 	Manifest   json.RawMessage
 	CreatedAt  time.Time
 	BuiltAt    *time.Time
+	// Progress is what the latest build read and wrote; nil until a
+	// build started.
+	Progress *DatasetProgress
+}
+
+// DatasetProgress is how far a dataset's build got: the frozen rollouts
+// it read and the rows it wrote.
+type DatasetProgress struct {
+	Rollouts int64
+	Rows     int64
 }
 
 // NewDataset is what CreateDataset selects and freezes.
@@ -112,6 +122,9 @@ type DatasetStore interface {
 	// (group id, rollout id) pair given, ordered by group id then rollout
 	// id.
 	DatasetGroupMembers(ctx context.Context, datasetID, afterGroup, afterRollout string, n int) ([]DatasetMember, error)
+	// SetDatasetProgress records a running build's progress on a dataset
+	// still building; on a dataset ready or failed it does nothing.
+	SetDatasetProgress(ctx context.Context, id string, p DatasetProgress) error
 	// FinishDataset records a build's outcome on a dataset still
 	// building; a dataset already ready or failed is left unchanged and
 	// returned as it is, so two builders agree on the first outcome.

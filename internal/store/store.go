@@ -78,6 +78,7 @@ type Store interface {
 	promotion.Store
 	RecordedStore
 	DatasetStore
+	JobLeaseStore
 	GroupStore
 
 	// CreateTenant creates a tenant; ErrConflict if the name exists.

@@ -12,7 +12,7 @@ import (
 )
 
 const datasetColumns = `id, tenant_id, agent_id, format, filters, holdout, state, reason, members,
-	file_sha256, file_bytes, blob_key, manifest, created_us, built_us`
+	file_sha256, file_bytes, blob_key, manifest, created_us, built_us, progress_rollouts, progress_rows`
 
 func scanDataset(row interface{ Scan(...any) error }) (store.Dataset, error) {
 	var (
@@ -22,9 +22,10 @@ func scanDataset(row interface{ Scan(...any) error }) (store.Dataset, error) {
 		created          int64
 		built, fileBytes sql.NullInt64
 		sha, key, reason sql.NullString
+		pRollouts, pRows sql.NullInt64
 	)
 	if err := row.Scan(&d.ID, &d.TenantID, &d.AgentID, &d.Format, &filters, &holdout, &d.State, &reason,
-		&d.Members, &sha, &fileBytes, &key, &manifest, &created, &built); err != nil {
+		&d.Members, &sha, &fileBytes, &key, &manifest, &created, &built, &pRollouts, &pRows); err != nil {
 		return store.Dataset{}, err
 	}
 	d.Filters = json.RawMessage(filters)
@@ -48,6 +49,9 @@ func scanDataset(row interface{ Scan(...any) error }) (store.Dataset, error) {
 	}
 	d.CreatedAt = store.FromMicros(created)
 	d.BuiltAt = timePtr(built)
+	if pRollouts.Valid && pRows.Valid {
+		d.Progress = &store.DatasetProgress{Rollouts: pRollouts.Int64, Rows: pRows.Int64}
+	}
 	return d, nil
 }
 
@@ -282,4 +286,18 @@ func (s *Store) FinishDataset(ctx context.Context, b store.DatasetBuilt) (store.
 		return store.Dataset{}, fmt.Errorf("finish dataset: %w", err)
 	}
 	return out, nil
+}
+
+// SetDatasetProgress records a running build's progress on a dataset
+// still building.
+func (s *Store) SetDatasetProgress(ctx context.Context, id string, p store.DatasetProgress) error {
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `UPDATE datasets SET progress_rollouts = $2, progress_rows = $3
+			WHERE id = $1 AND state = $4`, id, p.Rollouts, p.Rows, store.DatasetBuilding)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("dataset progress: %w", err)
+	}
+	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"time"
 
@@ -106,6 +107,60 @@ func (s *Store) RetryJob(ctx context.Context, j store.Job, after time.Duration, 
 			claim_token = NULL, last_error = $4 WHERE id = $1 AND claim_token = $2`,
 			j.ID, j.Token, s.now()+after.Microseconds(), cause); err != nil {
 			return fmt.Errorf("retry job: %w", err)
+		}
+		return nil
+	})
+}
+
+// ClaimJob leases one named job unless another claim holds it.
+func (s *Store) ClaimJob(ctx context.Context, owner, kind, subjectID string, lease time.Duration) (store.Job, error) {
+	var j store.Job
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		now := s.now()
+		var lockedUntil sql.NullInt64
+		j = store.Job{Kind: kind, SubjectID: subjectID}
+		err := tx.QueryRowContext(ctx, `SELECT r.id, r.attempts, r.locked_until_us FROM jobs r
+			WHERE r.kind = $1 AND r.subject_id = $2`+s.d.LockRows,
+			kind, subjectID).Scan(&j.ID, &j.Attempts, &lockedUntil)
+		if errors.Is(err, sql.ErrNoRows) {
+			return store.ErrNotFound
+		}
+		if err != nil {
+			return fmt.Errorf("find job: %w", err)
+		}
+		if lockedUntil.Valid && lockedUntil.Int64 > now {
+			return store.ErrJobHeld
+		}
+		tok, err := claimToken(owner)
+		if err != nil {
+			return err
+		}
+		j.Token = tok
+		j.Attempts++
+		if _, err := tx.ExecContext(ctx, `UPDATE jobs SET locked_by = $2, locked_until_us = $3, claim_token = $4,
+			attempts = attempts + 1 WHERE id = $1`, j.ID, owner, now+lease.Microseconds(), tok); err != nil {
+			return fmt.Errorf("lease job: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return store.Job{}, fmt.Errorf("claim %s job: %w", kind, err)
+	}
+	return j, nil
+}
+
+// RenewJob moves a held job's lease forward.
+func (s *Store) RenewJob(ctx context.Context, j store.Job, lease time.Duration) error {
+	return s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE jobs SET locked_until_us = $3 WHERE id = $1 AND claim_token = $2`,
+			j.ID, j.Token, s.now()+lease.Microseconds())
+		if err != nil {
+			return fmt.Errorf("renew job: %w", err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return fmt.Errorf("renew job: %w", err)
+		} else if n == 0 {
+			return fmt.Errorf("renew %s job: %w", j.Kind, store.ErrLeaseLost)
 		}
 		return nil
 	})

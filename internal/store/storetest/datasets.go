@@ -20,6 +20,7 @@ func runDatasets(t *testing.T, open Opener) {
 	t.Run("DatasetMembersPageInOrder", func(t *testing.T) { t.Parallel(); testDatasetMembersPage(t, open) })
 	t.Run("DatasetUnknownAgentIsNotFound", func(t *testing.T) { t.Parallel(); testDatasetUnknownAgent(t, open) })
 	t.Run("DatasetFinishesOnce", func(t *testing.T) { t.Parallel(); testDatasetFinishesOnce(t, open) })
+	t.Run("DatasetProgressOnlyWhileBuilding", func(t *testing.T) { t.Parallel(); testDatasetProgress(t, open) })
 	t.Run("DatasetsListAndTenantIsolation", func(t *testing.T) { t.Parallel(); testDatasetsList(t, open) })
 }
 

@@ -76,6 +76,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("Promotion", func(t *testing.T) { t.Parallel(); runPromotion(t, open) })
 	t.Run("Recorded", func(t *testing.T) { t.Parallel(); runRecorded(t, open) })
 	t.Run("Datasets", func(t *testing.T) { t.Parallel(); runDatasets(t, open) })
+	t.Run("JobLeases", func(t *testing.T) { t.Parallel(); runJobLeases(t, open) })
 	t.Run("Regrade", func(t *testing.T) { t.Parallel(); runRegrade(t, open) })
 }
 
