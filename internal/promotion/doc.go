@@ -4,8 +4,10 @@
 // through which promotion.
 //
 // This package holds the rules and the small store interface they need;
-// the SQL store implements it on both engines. The promotion job itself
-// (paired statistics, the gate) is not built yet: it will set the policy
-// through Store.SetPromotedPolicy, a compare-and-set against the baseline
-// it measured.
+// the SQL store implements it on both engines. Decide is the promotion
+// gate: a pure function from both sides' per-task counts to a decision
+// (promoted or rejected, with every failed rule) and its evidence, using
+// the paired bootstrap of gyre eval compare. The promotion job sets the
+// policy through Store.SetPromotedPolicy, a compare-and-set against the
+// baseline it measured.
 package promotion
