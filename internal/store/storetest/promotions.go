@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/gyrehq/gyre"
 	"github.com/gyrehq/gyre/internal/clock"
+	"github.com/gyrehq/gyre/internal/jcs"
 	"github.com/gyrehq/gyre/internal/promotion"
 	"github.com/gyrehq/gyre/internal/store"
 )
@@ -586,4 +588,59 @@ func testRenewJob(t *testing.T, open Opener) {
 	if err := s.RenewJob(ctx, got[0], time.Minute); err != nil {
 		t.Errorf("the new holder renews: %v", err)
 	}
+}
+
+// SeedPromotionAgent seeds a fresh store for promotion tests of other
+// packages: tenant "acme" with agent "agent-1" (seen through a turn),
+// policies p1, p2 and p3 with p1 promoted for the agent, and n tasks made
+// from a suite of n cases (case ids c0, c1, …). It returns the tenant id
+// and the task ids in case order.
+func SeedPromotionAgent(t testing.TB, s store.Store, n int) (tenantID string, taskIDs []string) {
+	t.Helper()
+	ctx := context.Background()
+	tn, err := s.CreateTenant(ctx, "acme")
+	if err != nil {
+		t.Fatalf("CreateTenant: %v", err)
+	}
+	body := `{"turn_id":"t1","input_text":"hi","final_text":null,"tool_calls":[],"tool_calls_omitted_count":0}`
+	sum, err := jcs.Hash([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.InsertTurns(ctx, tn.ID, "agent-1", []store.NewTurn{{TurnID: "t1", Body: []byte(body), SHA256: sum}}); err != nil {
+		t.Fatalf("InsertTurns: %v", err)
+	}
+	for _, name := range []string{"p1", "p2", "p3"} {
+		if _, _, err := s.CreatePolicy(ctx, newPolicy(tn.ID, name, `{"name":"`+name+`"}`)); err != nil {
+			t.Fatalf("CreatePolicy: %v", err)
+		}
+	}
+	if _, err := s.SetPromotedPolicy(ctx, promotion.Change{TenantID: tn.ID, AgentID: "agent-1", Policy: "p1", SetBy: "key k"}); err != nil {
+		t.Fatalf("SetPromotedPolicy: %v", err)
+	}
+	cases := make([]any, n)
+	for i := range cases {
+		cases[i] = map[string]any{"id": fmt.Sprintf("c%d", i), "input": map[string]any{"question": fmt.Sprintf("q%d", i)}}
+	}
+	doc, err := jcs.Marshal(map[string]any{"name": "gate", "cases": cases})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := jcs.Hash(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sv, _, err := s.PutSuiteVersion(ctx, store.NewSuiteVersion{TenantID: tn.ID, Name: "gate", Version: h, ContentSHA256: h,
+		Document: doc, Cases: n})
+	if err != nil {
+		t.Fatalf("PutSuiteVersion: %v", err)
+	}
+	tasks, err := s.CreateSuiteTasks(ctx, suiteTasks(tn.ID, sv, n))
+	if err != nil {
+		t.Fatalf("CreateSuiteTasks: %v", err)
+	}
+	for _, tk := range tasks {
+		taskIDs = append(taskIDs, tk.ID)
+	}
+	return tn.ID, taskIDs
 }
