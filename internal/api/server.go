@@ -18,6 +18,7 @@ import (
 	"github.com/gyrehq/gyre/internal/clock"
 	"github.com/gyrehq/gyre/internal/dataset/build"
 	"github.com/gyrehq/gyre/internal/gateway"
+	"github.com/gyrehq/gyre/internal/promotion/runner"
 	"github.com/gyrehq/gyre/internal/ratelimit"
 	"github.com/gyrehq/gyre/internal/rollout"
 	"github.com/gyrehq/gyre/internal/store"
@@ -153,24 +154,28 @@ type Deps struct {
 	// nil makes a builder that nothing runs: datasets are then built by
 	// whichever replica runs one (an empty selection is built at once).
 	Datasets *build.Builder
+	// Promotions drives promotions; the server wakes it when one is
+	// created. nil leaves them to whichever replica runs a runner.
+	Promotions *runner.Runner
 }
 
 // Server is gyre serve's HTTP server.
 type Server struct {
-	cfg      Config
-	store    store.Store
-	log      *slog.Logger
-	clock    clock.Clock
-	metrics  *telemetry.Metrics
-	blobs    *blobstore.Store
-	rollout  *rollout.Service
-	gateway  *gateway.Gateway
-	limiter  *ratelimit.Limiter
-	datasets *build.Builder
-	tracer   trace.Tracer
-	auth     *auth.Authenticator
-	mux      *http.ServeMux
-	patterns map[string]bool
+	cfg        Config
+	store      store.Store
+	log        *slog.Logger
+	clock      clock.Clock
+	metrics    *telemetry.Metrics
+	blobs      *blobstore.Store
+	rollout    *rollout.Service
+	gateway    *gateway.Gateway
+	limiter    *ratelimit.Limiter
+	datasets   *build.Builder
+	promotions *runner.Runner
+	tracer     trace.Tracer
+	auth       *auth.Authenticator
+	mux        *http.ServeMux
+	patterns   map[string]bool
 }
 
 // New returns a Server with its routes registered.
@@ -192,20 +197,21 @@ func New(cfg Config, d Deps) (*Server, error) {
 		d.Metrics = telemetry.NewMetrics()
 	}
 	s := &Server{
-		cfg:      cfg,
-		store:    d.Store,
-		log:      d.Logger,
-		clock:    d.Clock,
-		metrics:  d.Metrics,
-		blobs:    d.Blobs,
-		rollout:  d.Rollouts,
-		gateway:  d.Gateway,
-		limiter:  d.Limiter,
-		datasets: d.Datasets,
-		tracer:   d.Tracing.Tracer(),
-		auth:     auth.NewAuthenticator(d.Store),
-		mux:      http.NewServeMux(),
-		patterns: map[string]bool{},
+		cfg:        cfg,
+		store:      d.Store,
+		log:        d.Logger,
+		clock:      d.Clock,
+		metrics:    d.Metrics,
+		blobs:      d.Blobs,
+		rollout:    d.Rollouts,
+		gateway:    d.Gateway,
+		limiter:    d.Limiter,
+		datasets:   d.Datasets,
+		promotions: d.Promotions,
+		tracer:     d.Tracing.Tracer(),
+		auth:       auth.NewAuthenticator(d.Store),
+		mux:        http.NewServeMux(),
+		patterns:   map[string]bool{},
 	}
 	if err := d.Limiter.Register(d.Metrics.Registry); err != nil {
 		return nil, fmt.Errorf("api: rate limit metrics: %w", err)
@@ -400,4 +406,5 @@ func (s *Server) routes() {
 	s.recordedRoutes()
 	s.datasetRoutes()
 	s.groupRoutes()
+	s.promotionRoutes()
 }

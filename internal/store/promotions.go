@@ -134,6 +134,9 @@ type PromotionStore interface {
 	// /baseline (ErrPolicyNotFound), /suite (ErrNotFound),
 	// /task_ids/<i> (ErrNotFound).
 	CreatePromotion(ctx context.Context, p NewPromotion) (Promotion, error)
+	// AgentSeen reports whether gyre has seen the agent in the tenant
+	// (a turn, a batch or a rollout).
+	AgentSeen(ctx context.Context, tenantID, agentID string) (bool, error)
 	// GetPromotion returns one of the tenant's promotions.
 	GetPromotion(ctx context.Context, tenantID, id string) (Promotion, error)
 	// PromotionByID returns a promotion whatever its tenant, for its job.

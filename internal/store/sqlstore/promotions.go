@@ -139,6 +139,15 @@ func checkNewPromotion(np store.NewPromotion) error {
 	return nil
 }
 
+// AgentSeen reports whether the agent has a row in the tenant.
+func (s *Store) AgentSeen(ctx context.Context, tenantID, agentID string) (bool, error) {
+	err := s.agentExists(ctx, s.reader, tenantID, agentID)
+	if errors.Is(err, promotion.ErrAgentNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
 // GetPromotion returns one of the tenant's promotions.
 func (s *Store) GetPromotion(ctx context.Context, tenantID, id string) (store.Promotion, error) {
 	return s.promotion(ctx, s.reader, `tenant_id = $2 AND id = $1`, id, tenantID)
