@@ -73,14 +73,19 @@ func (a *app) adminKey(cmd *cobra.Command, f *adminFlags) (string, error) {
 	return "", usagef("%s: an API key is required: --key-file F or GYRE_KEY", cmd.CommandPath())
 }
 
-// listAll follows a list's cursors and returns every item.
+// listAll follows a list's cursors and returns every item; path may
+// carry a query of its own.
 func listAll[T any](ctx context.Context, c *eval.RemoteRecorder, path string) ([]T, error) {
 	var all []T
 	cursor := ""
 	for {
 		p := path
 		if cursor != "" {
-			p += "?cursor=" + url.QueryEscape(cursor)
+			sep := "?"
+			if strings.Contains(path, "?") {
+				sep = "&"
+			}
+			p += sep + "cursor=" + url.QueryEscape(cursor)
 		}
 		var page struct {
 			Items      []T     `json:"items"`

@@ -82,9 +82,10 @@ func (a *app) rootCommand() *cobra.Command {
 production turns and suites become tasks, tasks become rollouts through a
 recording LLM gateway, verifiers grade them and mark the trustworthy ones
 training grade, gyre dataset exports them as frozen sft, dpo, rl or atif
-files, and gyre eval runs suites against an agent harness. The promotion
-gate, the web UI, the Responses and Messages APIs in the gateway and capture
-over OTLP are coming, not built yet.
+files, gyre policy promote lets a candidate policy reach production only
+through a paired-statistics gate, and gyre eval runs suites against an agent
+harness. The web UI, the Responses and Messages APIs in the gateway and
+capture over OTLP are coming, not built yet.
 
 gyre serve runs the control plane. The operator commands (migrate, tenants,
 keys) work on its store directly, with the same --data and --db flags, and
@@ -121,6 +122,7 @@ GYRE_CONFIG, then built-in defaults.`,
 		a.demoCommand(),
 		a.policyCommand(),
 		a.agentsCommand(),
+		a.promotionsCommand(),
 		a.datasetCommand(),
 	)
 	return root

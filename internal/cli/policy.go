@@ -31,17 +31,19 @@ type policyJSON struct {
 func (a *app) policyCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "policy",
-		Short: "Create, list and show policies; roll back an agent's promoted policy (over the API)",
+		Short: "Create, list and show policies; promote one for an agent, or roll back (over the API)",
 		Long: `Manage a tenant's gateway policies on a running gyre serve (--server, an
 admin or reader key from --key-file or GYRE_KEY). A policy names an upstream
 the operator configured and the model it serves; policies are immutable.
 
-gyre policy rollback restores an agent's previous promoted policy. The
-promotion gate (gyre policy promote) is not built yet.`,
+gyre policy promote starts a promotion: the agent runs under the baseline
+and the candidate over the same tasks and the promotion gate decides
+(docs/promotion.md); gyre promotions lists, shows and cancels them.
+gyre policy rollback restores an agent's previous promoted policy.`,
 		Args: cobra.ArbitraryArgs,
 		RunE: groupRunE,
 	}
-	cmd.AddCommand(a.policyCreateCommand(), a.policyListCommand(), a.policyShowCommand(), a.policyRollbackCommand())
+	cmd.AddCommand(a.policyCreateCommand(), a.policyListCommand(), a.policyShowCommand(), a.policyPromoteCommand(), a.policyRollbackCommand())
 	return cmd
 }
 
@@ -144,7 +146,7 @@ func (a *app) policyShowCommand() *cobra.Command {
 	var f adminFlags
 	cmd := &cobra.Command{
 		Use:   "show NAME",
-		Short: "Show one policy",
+		Short: "Show one policy and the promotions it took part in, with their evidence",
 		Args:  argsUsage(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := a.adminClient(cmd, &f)
@@ -159,14 +161,24 @@ func (a *app) policyShowCommand() *cobra.Command {
 				if p.Name != args[0] {
 					continue
 				}
+				promos, err := policyPromotions(cmd.Context(), c, p.Name)
+				if err != nil {
+					return err
+				}
 				if f.json {
-					return writeJSONTo(a.stdout, p)
+					return writeJSONTo(a.stdout, struct {
+						policyJSON
+						Promotions []promotionRaw `json:"promotions"`
+					}{p, promos})
 				}
 				tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 				fmt.Fprintf(tw, "name\t%s\nupstream\t%s\nmodel\t%s\ntokenizer\t%s\n", p.Name, p.Upstream, p.Model, ptrOrDash(p.Tokenizer))
 				fmt.Fprintf(tw, "sampling_overrides\t%s\nprices\t%s\ncapture_tokens\t%v\nsha256\t%s\ncreated\t%s\n",
 					rawOrDash(p.SamplingOverrides), rawOrDash(p.Prices), p.CaptureTokens, p.SHA256, p.CreatedAt.Format(time.RFC3339))
-				return tw.Flush()
+				if err := tw.Flush(); err != nil {
+					return err
+				}
+				return printPolicyPromotions(a.stdout, p.Name, promos)
 			}
 			return fmt.Errorf("no policy %q in this tenant", args[0])
 		},
