@@ -8,8 +8,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,20 +26,30 @@ import (
 const promotionAgent = `q="$GYRE_TURN_INPUT"
 curl -sS -H "Authorization: Bearer $OPENAI_API_KEY" -H 'Content-Type: application/json' \
   -d "{\"model\":\"agent-asks\",\"messages\":[{\"role\":\"user\",\"content\":\"$q\"}]}" \
-  "$OPENAI_BASE_URL/chat/completions" | sed -n 's/.*"content":"\([^"]*\)".*/\1/p'`
+  "$OPENAI_BASE_URL/chat/completions" --fail -o "$GYRE_ARTIFACTS_DIR/answer.json" || exit 3
+sed -n 's/.*"content":"\([^"]*\)".*/\1/p' "$GYRE_ARTIFACTS_DIR/answer.json"`
 
 // TestPromotionEndToEnd: gyre serve, two real gyre workers running an
 // agent through the gateway, and a stub upstream whose answers depend on
-// the model the policy swaps in: the baseline's model solves six of ten
-// cases, the candidate's all ten. The promotion runs both sides over the
-// same ten tasks and promotes the candidate; the production policy
-// endpoint then reaches the candidate's model, and after a rollback the
-// baseline's again.
+// the model each policy swaps in. The baseline's model solves six of ten
+// cases. Each candidate runs both sides over the same ten tasks:
+//   - one that solves three cases and half of three more is rejected
+//     delta_below_min;
+//   - one that solves every case but c0, which the baseline always
+//     solved, is rejected task_regressed:<c0's task>;
+//   - one whose calls fail on eight cases (its rollouts excluded: the agent
+//     exits non-zero) is rejected excluded_rate_high:candidate;
+//   - one that solves all ten is promoted; the production policy endpoint
+//     then reaches its model, and after a rollback the baseline's again.
 func TestPromotionEndToEnd(t *testing.T) {
 	t.Parallel()
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Skip("the test agent needs curl")
 	}
+	var (
+		mu    sync.Mutex
+		calls = map[string]int{} // by model and question
+	)
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
 			Model    string `json:"model"`
@@ -46,10 +58,31 @@ func TestPromotionEndToEnd(t *testing.T) {
 			} `json:"messages"`
 		}
 		_ = json.NewDecoder(r.Body).Decode(&req)
+		q := req.Messages[len(req.Messages)-1].Content
+		n, _ := strconv.Atoi(strings.TrimPrefix(q, "q"))
+		mu.Lock()
+		calls[req.Model+q]++
+		nth := calls[req.Model+q]
+		mu.Unlock()
+		solved := false
+		switch req.Model {
+		case "m-base":
+			solved = n < 6
+		case "m-worse": // three cases always, three every other call
+			solved = n < 3 || (n < 6 && nth%2 == 1)
+		case "m-regress":
+			solved = n != 0
+		case "m-flaky":
+			if n < 8 {
+				http.Error(w, `{"error":{"message":"overloaded","type":"server_error"}}`, http.StatusInternalServerError)
+				return
+			}
+			solved = true
+		case "m-cand":
+			solved = true
+		}
 		answer := "no"
-		if q := req.Messages[len(req.Messages)-1].Content; req.Model == "m-cand" {
-			answer = "yes"
-		} else if n, err := strconv.Atoi(strings.TrimPrefix(q, "q")); err == nil && n < 6 {
+		if solved {
 			answer = "yes"
 		}
 		w.Header().Set("Content-Type", "application/json")
@@ -82,7 +115,8 @@ func TestPromotionEndToEnd(t *testing.T) {
 		}
 		keys[role] = k.Key
 	}
-	for p, model := range map[string]string{"base": "m-base", "cand": "m-cand"} {
+	for p, model := range map[string]string{"base": "m-base", "cand": "m-cand", "worse": "m-worse", "regress": "m-regress",
+		"flaky": "m-flaky"} {
 		if st := call(t, "POST", srv.base+"/api/v1/policies", admin, `{"name":"`+p+`","upstream":"stub","model":"`+model+`"}`, nil); st != http.StatusCreated {
 			t.Fatalf("create policy %s: %d", p, st)
 		}
@@ -123,7 +157,7 @@ func TestPromotionEndToEnd(t *testing.T) {
 	for range 2 {
 		startPromotionWorker(t, srv.base, keys["agent"])
 	}
-	var p struct {
+	type promotionView struct {
 		ID       string          `json:"id"`
 		Baseline string          `json:"baseline"`
 		State    string          `json:"state"`
@@ -134,21 +168,41 @@ func TestPromotionEndToEnd(t *testing.T) {
 			Baseline, Candidate string
 		} `json:"batches"`
 	}
-	if code := call(t, "POST", srv.base+"/api/v1/promotions", admin,
-		`{"agent_id":"bot","candidate":"cand","suite":"gate","repetitions":2,"deadline_s":600}`, &p); code != http.StatusCreated {
-		t.Fatalf("start promotion: %d", code)
-	}
-	if p.Baseline != "base" || len(p.TaskIDs) != 10 {
-		t.Fatalf("promotion baseline %q over %d tasks, want base over 10", p.Baseline, len(p.TaskIDs))
-	}
-	for end := time.Now().Add(3 * time.Minute); p.State == promotion.StateRunning; time.Sleep(500 * time.Millisecond) {
-		if time.Now().After(end) {
-			t.Fatalf("the promotion was still running after 3 minutes:\n%s", srv.logs)
+	promote := func(candidate string) promotionView {
+		t.Helper()
+		var p promotionView
+		if code := call(t, "POST", srv.base+"/api/v1/promotions", admin,
+			`{"agent_id":"bot","candidate":"`+candidate+`","suite":"gate","repetitions":2,"deadline_s":600}`, &p); code != http.StatusCreated {
+			t.Fatalf("start promotion of %s: %d", candidate, code)
 		}
-		if code := call(t, "GET", srv.base+"/api/v1/promotions/"+p.ID, admin, "", &p); code != http.StatusOK {
-			t.Fatalf("read promotion: %d", code)
+		if p.Baseline != "base" || len(p.TaskIDs) != 10 {
+			t.Fatalf("promotion baseline %q over %d tasks, want base over 10", p.Baseline, len(p.TaskIDs))
+		}
+		for end := time.Now().Add(3 * time.Minute); p.State == promotion.StateRunning; time.Sleep(500 * time.Millisecond) {
+			if time.Now().After(end) {
+				t.Fatalf("the promotion of %s was still running after 3 minutes:\n%s", candidate, srv.logs)
+			}
+			if code := call(t, "GET", srv.base+"/api/v1/promotions/"+p.ID, admin, "", &p); code != http.StatusOK {
+				t.Fatalf("read promotion: %d", code)
+			}
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		candidate string
+		reason    func(p promotionView) string
+	}{
+		{"worse", func(promotionView) string { return promotion.ReasonDeltaBelowMin }},
+		{"regress", func(p promotionView) string { return promotion.ReasonTaskRegressed(p.TaskIDs[0]) }},
+		{"flaky", func(promotionView) string { return promotion.ReasonExcludedRateHigh(promotion.SideCandidate) }},
+	} {
+		p := promote(tc.candidate)
+		t.Logf("candidate %s: %s %v", tc.candidate, p.State, p.Reasons)
+		if want := tc.reason(p); p.State != promotion.StateRejected || !slices.Contains(p.Reasons, want) {
+			t.Errorf("candidate %s ended %s %v, want rejected with %s\nevidence %s", tc.candidate, p.State, p.Reasons, want, p.Evidence)
 		}
 	}
+	p := promote("cand")
 	if p.State != promotion.StatePromoted {
 		t.Fatalf("a candidate that solves four more cases of ten ended %s %v\nevidence %s", p.State, p.Reasons, p.Evidence)
 	}
