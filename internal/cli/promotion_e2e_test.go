@@ -263,8 +263,9 @@ func (rig *promotionRig) promotionBatches(t *testing.T, base, id string) int {
 //     solved, is rejected task_regressed:<c0's task>;
 //   - one whose calls fail on eight cases (its rollouts excluded: the agent
 //     exits non-zero) is rejected excluded_rate_high:candidate;
-//   - one that solves all ten is promoted; the production policy endpoint
-//     then reaches its model, and after a rollback the baseline's again.
+//   - one that solves all ten is promoted (through gyre policy promote
+//     --wait, which exits 0); the production policy endpoint then reaches
+//     its model, and after a rollback the baseline's again.
 func TestPromotionEndToEnd(t *testing.T) {
 	t.Parallel()
 	rig := newPromotionRig(t)
@@ -292,7 +293,21 @@ func TestPromotionEndToEnd(t *testing.T) {
 			t.Errorf("candidate %s ended %s %v, want rejected with %s\nevidence %s", tc.candidate, p.State, p.Reasons, want, p.Evidence)
 		}
 	}
-	p := rig.await(t, srv.base, rig.start(t, srv.base, "cand"), srv.logs)
+	// The better candidate goes through the CLI: gyre policy promote
+	// --wait exits 0 once it is promoted.
+	promote := exec.Command(bin, "policy", "promote", "--server", srv.base, "--agent", "bot", "--candidate", "cand",
+		"--suite", "gate", "--repetitions", "2", "--deadline", "10m", "--wait", "--json")
+	promote.Env = append(cleanEnv(), "GYRE_KEY="+rig.admin)
+	var stderr strings.Builder
+	promote.Stderr = &stderr
+	out, err := promote.Output()
+	if err != nil {
+		t.Fatalf("gyre policy promote --wait: %v\nstdout %s\nstderr %s", err, out, stderr.String())
+	}
+	var p promotionView
+	if err := json.Unmarshal(out, &p); err != nil {
+		t.Fatalf("gyre policy promote --json printed %q: %v", out, err)
+	}
 	if p.State != promotion.StatePromoted {
 		t.Fatalf("a candidate that solves four more cases of ten ended %s %v\nevidence %s", p.State, p.Reasons, p.Evidence)
 	}
