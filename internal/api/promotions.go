@@ -128,8 +128,8 @@ func (s *Server) createPromotion(w http.ResponseWriter, r *http.Request) error {
 	if s.rollout != nil {
 		s.rollout.WorkQueued(p.TenantID, pr.AgentID)
 	}
-	if s.promotions != nil {
-		s.promotions.Wake()
+	if s.promos != nil {
+		s.promos.Wake()
 	}
 	w.Header().Set("Location", "/api/v1/promotions/"+pr.ID)
 	writeJSON(w, http.StatusCreated, toPromotionJSON(pr))

@@ -161,21 +161,21 @@ type Deps struct {
 
 // Server is gyre serve's HTTP server.
 type Server struct {
-	cfg        Config
-	store      store.Store
-	log        *slog.Logger
-	clock      clock.Clock
-	metrics    *telemetry.Metrics
-	blobs      *blobstore.Store
-	rollout    *rollout.Service
-	gateway    *gateway.Gateway
-	limiter    *ratelimit.Limiter
-	datasets   *build.Builder
-	promotions *runner.Runner
-	tracer     trace.Tracer
-	auth       *auth.Authenticator
-	mux        *http.ServeMux
-	patterns   map[string]bool
+	cfg      Config
+	store    store.Store
+	log      *slog.Logger
+	clock    clock.Clock
+	metrics  *telemetry.Metrics
+	blobs    *blobstore.Store
+	rollout  *rollout.Service
+	gateway  *gateway.Gateway
+	limiter  *ratelimit.Limiter
+	datasets *build.Builder
+	promos   *runner.Runner
+	tracer   trace.Tracer
+	auth     *auth.Authenticator
+	mux      *http.ServeMux
+	patterns map[string]bool
 }
 
 // New returns a Server with its routes registered.
@@ -197,21 +197,21 @@ func New(cfg Config, d Deps) (*Server, error) {
 		d.Metrics = telemetry.NewMetrics()
 	}
 	s := &Server{
-		cfg:        cfg,
-		store:      d.Store,
-		log:        d.Logger,
-		clock:      d.Clock,
-		metrics:    d.Metrics,
-		blobs:      d.Blobs,
-		rollout:    d.Rollouts,
-		gateway:    d.Gateway,
-		limiter:    d.Limiter,
-		datasets:   d.Datasets,
-		promotions: d.Promotions,
-		tracer:     d.Tracing.Tracer(),
-		auth:       auth.NewAuthenticator(d.Store),
-		mux:        http.NewServeMux(),
-		patterns:   map[string]bool{},
+		cfg:      cfg,
+		store:    d.Store,
+		log:      d.Logger,
+		clock:    d.Clock,
+		metrics:  d.Metrics,
+		blobs:    d.Blobs,
+		rollout:  d.Rollouts,
+		gateway:  d.Gateway,
+		limiter:  d.Limiter,
+		datasets: d.Datasets,
+		promos:   d.Promotions,
+		tracer:   d.Tracing.Tracer(),
+		auth:     auth.NewAuthenticator(d.Store),
+		mux:      http.NewServeMux(),
+		patterns: map[string]bool{},
 	}
 	if err := d.Limiter.Register(d.Metrics.Registry); err != nil {
 		return nil, fmt.Errorf("api: rate limit metrics: %w", err)
