@@ -362,3 +362,46 @@ func TestRunner_ResumesAfterTheDrivingReplicaIsLost(t *testing.T) {
 		}
 	})
 }
+
+// slowTally is a store whose tally waits until the look's lease was
+// renewed, as a look over a huge promotion would outlast a renewal period.
+type slowTally struct {
+	runner.Store
+	renewed chan struct{}
+	once    sync.Once
+}
+
+func (s *slowTally) RenewJob(ctx context.Context, j store.Job, lease time.Duration) error {
+	err := s.Store.RenewJob(ctx, j, lease)
+	if err == nil {
+		s.once.Do(func() { close(s.renewed) })
+	}
+	return err
+}
+
+func (s *slowTally) TallyPromotion(ctx context.Context, id string) (store.PromotionTally, error) {
+	select {
+	case <-s.renewed:
+	case <-ctx.Done():
+		return store.PromotionTally{}, ctx.Err()
+	}
+	return s.Store.TallyPromotion(ctx, id)
+}
+
+// A look that outlasts a third of the lease renews it, so no other
+// replica takes the promotion while it is being decided.
+func TestRunner_ALongLookRenewsItsLease(t *testing.T) {
+	t.Parallel()
+	forEngine(t, func(t *testing.T, h *harness) {
+		p := h.start(t, 3600)
+		h.finishAll(t, p, better)
+		slow := &slowTally{Store: h.st, renewed: make(chan struct{})}
+		r := runner.New(runner.Config{Poll: poll, Lease: 30 * time.Millisecond}, runner.Deps{Store: slow, Clock: h.clk})
+		if n := h.runOnce(t, r, "r1"); n != 1 {
+			t.Fatalf("claimed %d jobs, want the promotion's", n)
+		}
+		if got := h.get(t, p.ID); got.State != promotion.StatePromoted {
+			t.Errorf("after a look that renewed its lease: %s %v, want promoted", got.State, got.Reasons)
+		}
+	})
+}
