@@ -243,6 +243,9 @@ exits 0 when promoted, 100 when rejected, 1 when failed or cancelled.`,
 // waitDecided polls the promotion until it leaves running, with a backoff
 // from 100 ms to 5 s, printing each change of state on stderr.
 func (a *app) waitDecided(ctx context.Context, c *eval.RemoteRecorder, p promotionRaw) (promotionRaw, error) {
+	if p.State == "running" {
+		fmt.Fprintf(a.stderr, "waiting for promotion %s to be decided (it fails at its deadline, %s)\n", p.ID, p.DeadlineAt.Format(time.RFC3339))
+	}
 	delay := 100 * time.Millisecond
 	for p.State == "running" {
 		select {

@@ -228,7 +228,7 @@ func TestPolicyPromote_WaitExitsByTheDecision(t *testing.T) {
 				promo("running", []string{}, nil), promo("promoted", []string{}, &decided.Evidence)},
 			code:   0,
 			stdout: []string{`(?m)^state\s+promoted$`, `(?m)^tsk_01\s+refund-basic\s+0\.200 \(1/5\)\s+1\.000 \(5/5\)\s+\+0\.800$`},
-			stderr: "promotion " + promoID + " promoted\n", stderrNone: "gyre:",
+			stderr: "waiting for promotion " + promoID + " to be decided (it fails at its deadline, 2026-12-02T10:00:00Z)\npromotion " + promoID + " promoted\n", stderrNone: "gyre:",
 		},
 		{
 			name:   "rejected exits 100 with every reason",
