@@ -38,6 +38,10 @@ const (
 	CodeTenantExists         = "tenant_exists"
 	CodeIdempotencyKeyReused = "idempotency_key_reused"
 	CodeNoPreviousPolicy     = "no_previous_policy"
+	// CodePromotionRunning: the agent already has a running promotion.
+	CodePromotionRunning = "promotion_running"
+	// CodePromotionDecided: the promotion already ended.
+	CodePromotionDecided = "promotion_decided"
 	// CodeNotGraded: a regrade of a rollout or run that has nothing graded
 	// to grade again (no output, not graded yet, or a run that errored).
 	CodeNotGraded = "not_graded"
@@ -73,6 +77,8 @@ var statusByCode = map[string]int{
 	CodeTenantExists:         http.StatusConflict,
 	CodeIdempotencyKeyReused: http.StatusConflict,
 	CodeNoPreviousPolicy:     http.StatusConflict,
+	CodePromotionRunning:     http.StatusConflict,
+	CodePromotionDecided:     http.StatusConflict,
 	CodeNotGraded:            http.StatusConflict,
 }
 

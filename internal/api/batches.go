@@ -72,6 +72,10 @@ type batchSummaryView struct {
 	TrainingGrade           int            `json:"training_grade"`
 	TrainingGradeYield      *float64       `json:"training_grade_yield"`
 	NotTrainingGradeReasons map[string]int `json:"not_training_grade_reasons"`
+	// PromotionID and PromotionSide (baseline or candidate) tag a batch a
+	// promotion created; null otherwise.
+	PromotionID   *string `json:"promotion_id"`
+	PromotionSide *string `json:"promotion_side"`
 }
 
 // outcomesView counts graded rollouts: passed, failed and unscored (every
@@ -107,6 +111,7 @@ func toBatchSummaryView(sum store.BatchSummary) batchSummaryView {
 		Outcomes:      outcomesView{Passed: sum.Passed, Failed: sum.Failed, Unscored: sum.Unscored, Excluded: sum.Excluded},
 		Finished:      sum.Finished,
 		TrainingGrade: sum.TrainingGrade, NotTrainingGradeReasons: sum.NotTrainingGrade,
+		PromotionID: sum.PromotionID, PromotionSide: sum.PromotionSide,
 	}
 	if v.Counts == nil {
 		v.Counts = map[gyre.RolloutState]int{}

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/gyrehq/gyre"
+	"github.com/gyrehq/gyre/internal/promotion"
 	"github.com/gyrehq/gyre/internal/rollout"
 	"github.com/gyrehq/gyre/internal/store"
 )
@@ -33,6 +34,21 @@ func (e *env) seedLists() (experimentID string) {
 	e.batch(append(e.tasks(2), e.tasks(2)...), "")
 	e.batch(e.tasks(2), "") // a second batch pages the batch list
 	e.insertTurns(e.tenant.ID, "agent-1", []string{"t1", "t2", "t3"}, nil)
+	promotionTasks := e.tasks(1)
+	for i := range 2 { // one promotion runs per agent: the first ends
+		id := uuid.Must(uuid.NewV7()).String()
+		if _, err := e.st.CreatePromotion(ctx, store.NewPromotion{ID: id, TenantID: e.tenant.ID, AgentID: "agent-1",
+			Candidate: "p1", Baseline: "p0", TaskIDs: promotionTasks, Repetitions: 1, DeadlineS: 60, CreatedBy: "key k",
+			BatchDeadlineS: 600, MaxAttempts: 1}); err != nil {
+			e.t.Fatal(err)
+		}
+		if i == 0 {
+			if _, err := e.st.EndPromotion(ctx, e.tenant.ID, id, store.PromotionEnd{State: promotion.StateFailed,
+				Reasons: []string{promotion.ReasonCancelled}}); err != nil {
+				e.t.Fatal(err)
+			}
+		}
+	}
 	for range 2 {
 		if _, err := e.st.CreateDataset(ctx, store.NewDataset{ID: uuid.Must(uuid.NewV7()).String(), TenantID: e.tenant.ID,
 			AgentID: "agent-1", Format: "sft", Filters: json.RawMessage(`{}`)}); err != nil {

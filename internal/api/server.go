@@ -18,6 +18,7 @@ import (
 	"github.com/gyrehq/gyre/internal/clock"
 	"github.com/gyrehq/gyre/internal/dataset/build"
 	"github.com/gyrehq/gyre/internal/gateway"
+	"github.com/gyrehq/gyre/internal/promotion/runner"
 	"github.com/gyrehq/gyre/internal/ratelimit"
 	"github.com/gyrehq/gyre/internal/rollout"
 	"github.com/gyrehq/gyre/internal/store"
@@ -153,6 +154,9 @@ type Deps struct {
 	// nil makes a builder that nothing runs: datasets are then built by
 	// whichever replica runs one (an empty selection is built at once).
 	Datasets *build.Builder
+	// Promotions drives promotions; the server wakes it when one is
+	// created. nil leaves them to whichever replica runs a runner.
+	Promotions *runner.Runner
 }
 
 // Server is gyre serve's HTTP server.
@@ -167,6 +171,7 @@ type Server struct {
 	gateway  *gateway.Gateway
 	limiter  *ratelimit.Limiter
 	datasets *build.Builder
+	promos   *runner.Runner
 	tracer   trace.Tracer
 	auth     *auth.Authenticator
 	mux      *http.ServeMux
@@ -202,6 +207,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 		gateway:  d.Gateway,
 		limiter:  d.Limiter,
 		datasets: d.Datasets,
+		promos:   d.Promotions,
 		tracer:   d.Tracing.Tracer(),
 		auth:     auth.NewAuthenticator(d.Store),
 		mux:      http.NewServeMux(),
@@ -400,4 +406,5 @@ func (s *Server) routes() {
 	s.recordedRoutes()
 	s.datasetRoutes()
 	s.groupRoutes()
+	s.promotionRoutes()
 }

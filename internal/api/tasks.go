@@ -132,62 +132,74 @@ func (s *Server) suiteTasks(ctx context.Context, tenantID, suiteName string, ver
 }
 
 // makeSuiteTasks creates one task per case of the tenant's suite version
-// (the latest when version is nil), all or none, in case order. A task's
-// turn_input follows suite.TaskInput and its compiled verifier suite — the
-// case's effective graders — is frozen on it. A case with files cannot
-// become a task: 422 files_unsupported, pointing at the case in the suite
-// document, and no task is created. An unknown suite or version is 404
-// with a pointer to /suite or /version.
+// (the latest when version is nil), all or none, in case order; see
+// suiteTaskRequest.
 func (s *Server) makeSuiteTasks(ctx context.Context, tenantID, suiteName string, version *string) (store.SuiteVersion, []store.Task, error) {
-	var v store.SuiteVersion
-	if !suite.ValidName(suiteName) {
-		return v, nil, gyre.Errorf(gyre.CodeInvalidBody, "suite must be a suite name").AtPointer("/suite")
-	}
-	var err error
-	if version != nil {
-		if !suite.ValidName(*version) {
-			return v, nil, gyre.Errorf(gyre.CodeInvalidBody, "version must be a version name or content hash").AtPointer("/version")
-		}
-		v, err = s.store.SuiteVersion(ctx, tenantID, suiteName, *version)
-		if errors.Is(err, store.ErrNotFound) {
-			return v, nil, gyre.Errorf(gyre.CodeNotFound, "suite %q has no version %q in this tenant", suiteName, *version).AtPointer("/version")
-		}
-	} else {
-		v, err = s.store.LatestSuiteVersion(ctx, tenantID, suiteName)
-		if errors.Is(err, store.ErrNotFound) {
-			return v, nil, gyre.Errorf(gyre.CodeNotFound, "no suite %q in this tenant", suiteName).AtPointer("/suite")
-		}
-	}
+	v, req, err := s.suiteTaskRequest(ctx, tenantID, suiteName, version)
 	if err != nil {
 		return v, nil, err
-	}
-	st, err := parseStoredSuite(v)
-	if err != nil {
-		return v, nil, err
-	}
-	req := store.SuiteTasks{TenantID: tenantID, SuiteName: v.Name, SuiteVersion: v.Version}
-	for _, c := range st.Cases {
-		turnInput, err := c.TurnInput()
-		if err != nil {
-			return v, nil, err // files_unsupported, at the case's files
-		}
-		compiled, err := c.Compile()
-		if err != nil {
-			// %v: graders stored with an accepted suite failing now is
-			// gyre's problem, not the client's 422.
-			return v, nil, fmt.Errorf("case %s: compile graders: %v", c.ID, err)
-		}
-		graders, err := json.Marshal(compiled)
-		if err != nil {
-			return v, nil, fmt.Errorf("case %s: freeze graders: %w", c.ID, err)
-		}
-		req.Tasks = append(req.Tasks, store.NewTask{CaseID: c.ID, Input: c.Input, TurnInput: turnInput, Graders: graders})
 	}
 	tasks, err := s.store.CreateSuiteTasks(ctx, req)
 	if err != nil {
 		return v, nil, err
 	}
 	return v, tasks, nil
+}
+
+// suiteTaskRequest prepares the tasks of the tenant's suite version (the
+// latest when version is nil), one per case in case order, without
+// storing them. A task's turn_input follows suite.TaskInput and its
+// compiled verifier suite — the case's effective graders — is frozen on
+// it. A case with files cannot become a task: 422 files_unsupported,
+// pointing at the case in the suite document. An unknown suite or version
+// is 404 with a pointer to /suite or /version.
+func (s *Server) suiteTaskRequest(ctx context.Context, tenantID, suiteName string, version *string) (store.SuiteVersion, store.SuiteTasks, error) {
+	var v store.SuiteVersion
+	var req store.SuiteTasks
+	if !suite.ValidName(suiteName) {
+		return v, req, gyre.Errorf(gyre.CodeInvalidBody, "suite must be a suite name").AtPointer("/suite")
+	}
+	var err error
+	if version != nil {
+		if !suite.ValidName(*version) {
+			return v, req, gyre.Errorf(gyre.CodeInvalidBody, "version must be a version name or content hash").AtPointer("/version")
+		}
+		v, err = s.store.SuiteVersion(ctx, tenantID, suiteName, *version)
+		if errors.Is(err, store.ErrNotFound) {
+			return v, req, gyre.Errorf(gyre.CodeNotFound, "suite %q has no version %q in this tenant", suiteName, *version).AtPointer("/version")
+		}
+	} else {
+		v, err = s.store.LatestSuiteVersion(ctx, tenantID, suiteName)
+		if errors.Is(err, store.ErrNotFound) {
+			return v, req, gyre.Errorf(gyre.CodeNotFound, "no suite %q in this tenant", suiteName).AtPointer("/suite")
+		}
+	}
+	if err != nil {
+		return v, req, err
+	}
+	st, err := parseStoredSuite(v)
+	if err != nil {
+		return v, req, err
+	}
+	req = store.SuiteTasks{TenantID: tenantID, SuiteName: v.Name, SuiteVersion: v.Version}
+	for _, c := range st.Cases {
+		turnInput, err := c.TurnInput()
+		if err != nil {
+			return v, req, err // files_unsupported, at the case's files
+		}
+		compiled, err := c.Compile()
+		if err != nil {
+			// %v: graders stored with an accepted suite failing now is
+			// gyre's problem, not the client's 422.
+			return v, req, fmt.Errorf("case %s: compile graders: %v", c.ID, err)
+		}
+		graders, err := json.Marshal(compiled)
+		if err != nil {
+			return v, req, fmt.Errorf("case %s: freeze graders: %w", c.ID, err)
+		}
+		req.Tasks = append(req.Tasks, store.NewTask{CaseID: c.ID, Input: c.Input, TurnInput: turnInput, Graders: graders})
+	}
+	return v, req, nil
 }
 
 // createTasksFromTurns is POST /api/v1/tasks/from-turns: one task per

@@ -25,6 +25,7 @@ import (
 	"github.com/gyrehq/gyre/internal/dataset/build"
 	"github.com/gyrehq/gyre/internal/gateway"
 	"github.com/gyrehq/gyre/internal/grade"
+	"github.com/gyrehq/gyre/internal/promotion/runner"
 	"github.com/gyrehq/gyre/internal/ratelimit"
 	"github.com/gyrehq/gyre/internal/rollout"
 	"github.com/gyrehq/gyre/internal/store"
@@ -162,11 +163,14 @@ func (a *app) serve(ctx context.Context, c Config) error {
 		return err
 	}
 	datasets := build.New(st, blobs, log)
+	promotions := runner.New(runner.Config{}, runner.Deps{Store: st, Clock: clock.Real{}, Logger: log,
+		Failed: gw.Recorder().ForgetAll})
 	srv, err := api.New(api.Config{
 		PublicURL:    c.publicURL(ln.Addr()),
 		MaxBodyBytes: c.MaxBodyBytes,
 		AllowCommand: c.CommandAllow.Allows,
-	}, api.Deps{Store: st, Logger: log, Clock: clock.Real{}, Metrics: metrics, Blobs: blobs, Rollouts: rollouts, Gateway: gw, Limiter: limiter, Tracing: tracing, Datasets: datasets})
+	}, api.Deps{Store: st, Logger: log, Clock: clock.Real{}, Metrics: metrics, Blobs: blobs, Rollouts: rollouts, Gateway: gw, Limiter: limiter, Tracing: tracing, Datasets: datasets,
+		Promotions: promotions})
 	if err != nil {
 		closeListeners()
 		return err
@@ -193,12 +197,17 @@ func (a *app) serve(ctx context.Context, c Config) error {
 	jobsCtx, stopJobs := context.WithCancel(context.WithoutCancel(ctx))
 	jobsDone := make(chan struct{})
 	buildsDone := make(chan struct{})
+	promotionsDone := make(chan struct{})
 	go func() { rollouts.Run(jobsCtx); close(jobsDone) }()
 	go func() {
 		datasets.Run(jobsCtx, gw.Recorder().ReplicaID(), serveDatasetEvery, serveDatasetLease)
 		close(buildsDone)
 	}()
-	defer func() { stopJobs(); <-jobsDone; <-buildsDone }()
+	go func() {
+		promotions.Run(jobsCtx, gw.Recorder().ReplicaID(), servePromotionEvery)
+		close(promotionsDone)
+	}()
+	defer func() { stopJobs(); <-jobsDone; <-buildsDone; <-promotionsDone }()
 	errc := make(chan error, 2)
 	n := 1
 	go func() { errc <- srv.Serve(ctx, ln); cancel() }()
@@ -249,6 +258,11 @@ const (
 	serveDatasetEvery = 5 * time.Second
 	serveDatasetLease = 10 * time.Minute
 )
+
+// servePromotionEvery is how often a replica looks for due promotion jobs;
+// a waiting promotion is due again every runner.DefaultPoll, and a look
+// holds its lease (runner.DefaultLease, renewed) only while it lasts.
+const servePromotionEvery = time.Second
 
 // newServeGrader is the grader of accepted rollouts: judge graders call
 // the tenant's policy (the one they name, else the default policy) on the

@@ -56,6 +56,10 @@ type Batch struct {
 	TaskIDs     []string
 	CreatedAt   time.Time
 	CancelledAt *time.Time
+	// PromotionID and PromotionSide tag a batch a promotion created; nil
+	// otherwise.
+	PromotionID   *string
+	PromotionSide *string
 }
 
 // NewBatch is what CreateBatch stores.
@@ -75,6 +79,10 @@ type NewBatch struct {
 	// another hash is ErrIdempotencyKeyReused.
 	IdempotencyKey string
 	RequestSHA256  string
+	// PromotionID and PromotionSide tag a promotion's batch; only
+	// CreatePromotion sets them.
+	PromotionID   *string
+	PromotionSide *string
 }
 
 // BatchSummary is a batch with its progress and results, all computed by

@@ -28,20 +28,12 @@ func (s *Store) CreateBatch(ctx context.Context, nb store.NewBatch) (store.Batch
 	if err := refuseNUL("/agent_id", nb.AgentID, "/policy", derefOr(nb.Policy), "Idempotency-Key", nb.IdempotencyKey); err != nil {
 		return store.Batch{}, nil, false, fmt.Errorf("create batch: %w", err)
 	}
-	retryOn, err := json.Marshal(nonNil(nb.RetryOn))
-	if err != nil {
-		return store.Batch{}, nil, false, fmt.Errorf("create batch: %w", err)
-	}
-	taskIDs, err := json.Marshal(nb.TaskIDs)
-	if err != nil {
-		return store.Batch{}, nil, false, fmt.Errorf("create batch: %w", err)
-	}
 	var (
 		batch   store.Batch
 		ids     []string
 		existed bool
 	)
-	err = s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx *sql.Tx) error {
 		ids, existed = nil, false
 		now := s.now()
 		if nb.IdempotencyKey != "" {
@@ -75,58 +67,11 @@ func (s *Store) CreateBatch(ctx context.Context, nb store.NewBatch) (store.Batch
 				return err
 			}
 		}
-		if nb.Policy != nil {
-			var one int
-			err := tx.QueryRowContext(ctx, `SELECT 1 FROM policies WHERE tenant_id = $1 AND name = $2`, nb.TenantID, *nb.Policy).Scan(&one)
-			if errors.Is(err, sql.ErrNoRows) {
-				return &store.FieldError{Pointer: "/policy", Err: fmt.Errorf("policy %q: %w", *nb.Policy, store.ErrPolicyNotFound)}
-			}
-			if err != nil {
-				return fmt.Errorf("check policy: %w", err)
-			}
-		}
-		for i, id := range nb.TaskIDs {
-			var one int
-			err := tx.QueryRowContext(ctx, `SELECT 1 FROM tasks WHERE tenant_id = $1 AND id = $2`, nb.TenantID, id).Scan(&one)
-			if errors.Is(err, sql.ErrNoRows) {
-				return &store.FieldError{Pointer: fmt.Sprintf("/task_ids/%d", i), Err: fmt.Errorf("task %s: %w", id, store.ErrNotFound)}
-			}
-			if err != nil {
-				return fmt.Errorf("check task: %w", err)
-			}
-		}
-		batchID, err := newID()
+		batchID, rollouts, err := s.insertBatch(ctx, tx, nb, now)
 		if err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO agents (tenant_id, agent_id, first_seen_us) VALUES ($1, $2, $3)
-			ON CONFLICT (tenant_id, agent_id) DO NOTHING`, nb.TenantID, nb.AgentID, now); err != nil {
-			return fmt.Errorf("record agent: %w", err)
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO batches (id, tenant_id, agent_id, policy, group_size, deadline_s,
-			max_attempts, retry_on, limits, task_ids, created_us) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
-			batchID, nb.TenantID, nb.AgentID, nb.Policy, nb.GroupSize, nb.DeadlineS, nb.MaxAttempts,
-			string(retryOn), nullJSON(nb.Limits), string(taskIDs), now); err != nil {
-			return fmt.Errorf("insert batch: %w", err)
-		}
-		pos := 0
-		for _, taskID := range nb.TaskIDs {
-			groupID, err := newID()
-			if err != nil {
-				return err
-			}
-			for range nb.GroupSize {
-				id, err := s.insertRollout(ctx, tx, queuedRollout{
-					tenantID: nb.TenantID, agentID: nb.AgentID, batchID: batchID, taskID: taskID,
-					groupID: groupID, attempt: 1, queueSeq: now, queuePos: pos, now: now,
-				})
-				if err != nil {
-					return err
-				}
-				ids = append(ids, id)
-				pos++
-			}
-		}
+		ids = rollouts
 		if nb.IdempotencyKey != "" {
 			if err := s.remember(ctx, tx, nb.TenantID, scopeBatch, nb.IdempotencyKey, batchID, now); err != nil {
 				return err
@@ -152,6 +97,74 @@ func (s *Store) CreateBatch(ctx context.Context, nb store.NewBatch) (store.Batch
 		_ = s.analyzeRollouts(ctx)
 	}
 	return batch, ids, existed, nil
+}
+
+// insertBatch checks a batch's policy and tasks and inserts it with its
+// queued rollouts inside tx; it returns the batch id and the rollout ids.
+func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, nb store.NewBatch, now int64) (string, []string, error) {
+	retryOn, err := json.Marshal(nonNil(nb.RetryOn))
+	if err != nil {
+		return "", nil, err
+	}
+	taskIDs, err := json.Marshal(nb.TaskIDs)
+	if err != nil {
+		return "", nil, err
+	}
+	var ids []string
+	if nb.Policy != nil {
+		var one int
+		err := tx.QueryRowContext(ctx, `SELECT 1 FROM policies WHERE tenant_id = $1 AND name = $2`, nb.TenantID, *nb.Policy).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return "", nil, &store.FieldError{Pointer: "/policy", Err: fmt.Errorf("policy %q: %w", *nb.Policy, store.ErrPolicyNotFound)}
+		}
+		if err != nil {
+			return "", nil, fmt.Errorf("check policy: %w", err)
+		}
+	}
+	for i, id := range nb.TaskIDs {
+		var one int
+		err := tx.QueryRowContext(ctx, `SELECT 1 FROM tasks WHERE tenant_id = $1 AND id = $2`, nb.TenantID, id).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return "", nil, &store.FieldError{Pointer: fmt.Sprintf("/task_ids/%d", i), Err: fmt.Errorf("task %s: %w", id, store.ErrNotFound)}
+		}
+		if err != nil {
+			return "", nil, fmt.Errorf("check task: %w", err)
+		}
+	}
+	batchID, err := newID()
+	if err != nil {
+		return "", nil, err
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO agents (tenant_id, agent_id, first_seen_us) VALUES ($1, $2, $3)
+		ON CONFLICT (tenant_id, agent_id) DO NOTHING`, nb.TenantID, nb.AgentID, now); err != nil {
+		return "", nil, fmt.Errorf("record agent: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO batches (id, tenant_id, agent_id, policy, group_size, deadline_s,
+		max_attempts, retry_on, limits, task_ids, created_us, promotion_id, promotion_side)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
+		batchID, nb.TenantID, nb.AgentID, nb.Policy, nb.GroupSize, nb.DeadlineS, nb.MaxAttempts,
+		string(retryOn), nullJSON(nb.Limits), string(taskIDs), now, nb.PromotionID, nb.PromotionSide); err != nil {
+		return "", nil, fmt.Errorf("insert batch: %w", err)
+	}
+	pos := 0
+	for _, taskID := range nb.TaskIDs {
+		groupID, err := newID()
+		if err != nil {
+			return "", nil, err
+		}
+		for range nb.GroupSize {
+			id, err := s.insertRollout(ctx, tx, queuedRollout{
+				tenantID: nb.TenantID, agentID: nb.AgentID, batchID: batchID, taskID: taskID,
+				groupID: groupID, attempt: 1, queueSeq: now, queuePos: pos, now: now,
+			})
+			if err != nil {
+				return "", nil, err
+			}
+			ids = append(ids, id)
+			pos++
+		}
+	}
+	return batchID, ids, nil
 }
 
 // analyzeRollouts runs Dialect.AnalyzeRollouts in one transaction.
@@ -229,7 +242,8 @@ func (s *Store) remember(ctx context.Context, tx *sql.Tx, tenantID, scope, key s
 	return nil
 }
 
-const batchCols = `id, tenant_id, agent_id, policy, group_size, deadline_s, max_attempts, retry_on, limits, task_ids, created_us, cancelled_us`
+const batchCols = `id, tenant_id, agent_id, policy, group_size, deadline_s, max_attempts, retry_on, limits, task_ids, created_us, cancelled_us,
+	promotion_id, promotion_side`
 
 func (s *Store) batch(ctx context.Context, q querier, tenantID, id string) (store.Batch, error) {
 	b, err := scanBatch(q.QueryRowContext(ctx, `SELECT `+batchCols+` FROM batches WHERE tenant_id = $1 AND id = $2`, tenantID, id))
@@ -249,7 +263,7 @@ func scanBatch(row interface{ Scan(...any) error }) (store.Batch, error) {
 		cancelled        sql.NullInt64
 	)
 	if err := row.Scan(&b.ID, &b.TenantID, &b.AgentID, &b.Policy, &b.GroupSize, &b.DeadlineS, &b.MaxAttempts,
-		&retryOn, &limits, &taskIDs, &created, &cancelled); err != nil {
+		&retryOn, &limits, &taskIDs, &created, &cancelled, &b.PromotionID, &b.PromotionSide); err != nil {
 		return store.Batch{}, err
 	}
 	if err := json.Unmarshal([]byte(retryOn), &b.RetryOn); err != nil {
@@ -286,32 +300,39 @@ func (s *Store) batchRolloutIDs(ctx context.Context, q querier, batchID string) 
 
 // CancelBatch cancels the batch's queued and leased rollouts.
 func (s *Store) CancelBatch(ctx context.Context, tenantID, batchID string) (int, error) {
-	var n int64
+	var n int
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		now := s.now()
-		res, err := tx.ExecContext(ctx, `UPDATE batches SET cancelled_us = COALESCE(cancelled_us, $3)
-			WHERE tenant_id = $1 AND id = $2`, tenantID, batchID, now)
-		if err != nil {
-			return err
-		}
-		if k, err := res.RowsAffected(); err != nil {
-			return err
-		} else if k == 0 {
-			return store.ErrNotFound
-		}
-		res, err = tx.ExecContext(ctx, `UPDATE rollouts SET state = 'cancelled', ended_us = $2,
-			gw_revoked_us = COALESCE(gw_revoked_us, $2)
-			WHERE batch_id = $1 AND state IN ('queued', 'leased')`, batchID, now)
-		if err != nil {
-			return err
-		}
-		n, err = res.RowsAffected()
+		var err error
+		n, err = s.cancelBatch(ctx, tx, tenantID, batchID, s.now())
 		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("cancel batch: %w", err)
 	}
-	return int(n), nil
+	return n, nil
+}
+
+// cancelBatch marks the batch cancelled and cancels its queued and leased
+// rollouts, revoking their gateway tokens, inside tx.
+func (s *Store) cancelBatch(ctx context.Context, tx *sql.Tx, tenantID, batchID string, now int64) (int, error) {
+	res, err := tx.ExecContext(ctx, `UPDATE batches SET cancelled_us = COALESCE(cancelled_us, $3)
+		WHERE tenant_id = $1 AND id = $2`, tenantID, batchID, now)
+	if err != nil {
+		return 0, err
+	}
+	if k, err := res.RowsAffected(); err != nil {
+		return 0, err
+	} else if k == 0 {
+		return 0, store.ErrNotFound
+	}
+	res, err = tx.ExecContext(ctx, `UPDATE rollouts SET state = 'cancelled', ended_us = $2,
+		gw_revoked_us = COALESCE(gw_revoked_us, $2)
+		WHERE batch_id = $1 AND state IN ('queued', 'leased')`, batchID, now)
+	if err != nil {
+		return 0, err
+	}
+	n, err := res.RowsAffected()
+	return int(n), err
 }
 
 func nonNil(s []string) []string {

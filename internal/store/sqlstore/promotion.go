@@ -22,48 +22,53 @@ func (s *Store) SetPromotedPolicy(ctx context.Context, c promotion.Change) (prom
 	}
 	var e promotion.Entry
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		now := s.now()
-		var res sql.Result
 		var err error
-		if c.Expected == nil {
-			res, err = tx.ExecContext(ctx, `UPDATE agents SET promoted_policy = $3
-				WHERE tenant_id = $1 AND agent_id = $2 AND promoted_policy IS NULL`, c.TenantID, c.AgentID, c.Policy)
-		} else {
-			res, err = tx.ExecContext(ctx, `UPDATE agents SET promoted_policy = $3
-				WHERE tenant_id = $1 AND agent_id = $2 AND promoted_policy = $4`, c.TenantID, c.AgentID, c.Policy, *c.Expected)
-		}
-		if err != nil {
-			return fmt.Errorf("set promoted policy: %w", err)
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return fmt.Errorf("set promoted policy: %w", err)
-		} else if n == 0 {
-			if err := s.agentExists(ctx, tx, c.TenantID, c.AgentID); err != nil {
-				return err
-			}
-			return fmt.Errorf("set promoted policy: %w", promotion.ErrPolicyChanged)
-		}
-		var one int
-		err = tx.QueryRowContext(ctx, `SELECT 1 FROM policies WHERE tenant_id = $1 AND name = $2`, c.TenantID, c.Policy).Scan(&one)
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("set promoted policy %q: %w", c.Policy, promotion.ErrPolicyNotFound)
-		} else if err != nil {
-			return fmt.Errorf("check policy: %w", err)
-		}
-		var seq int64
-		if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0) + 1 FROM agent_policy_history
-			WHERE tenant_id = $1 AND agent_id = $2`, c.TenantID, c.AgentID).Scan(&seq); err != nil {
-			return fmt.Errorf("next history entry: %w", err)
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO agent_policy_history
-			(tenant_id, agent_id, seq, policy, set_by, set_us, promotion_id) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-			c.TenantID, c.AgentID, seq, c.Policy, c.SetBy, now, c.PromotionID); err != nil {
-			return fmt.Errorf("record history entry: %w", err)
-		}
-		e = promotion.Entry{Seq: seq, Policy: c.Policy, SetBy: c.SetBy, SetAt: store.FromMicros(now), PromotionID: c.PromotionID}
-		return nil
+		e, err = s.setPromotedPolicy(ctx, tx, c, s.now())
+		return err
 	})
 	return e, err
+}
+
+// setPromotedPolicy is SetPromotedPolicy inside tx.
+func (s *Store) setPromotedPolicy(ctx context.Context, tx *sql.Tx, c promotion.Change, now int64) (promotion.Entry, error) {
+	var res sql.Result
+	var err error
+	if c.Expected == nil {
+		res, err = tx.ExecContext(ctx, `UPDATE agents SET promoted_policy = $3
+			WHERE tenant_id = $1 AND agent_id = $2 AND promoted_policy IS NULL`, c.TenantID, c.AgentID, c.Policy)
+	} else {
+		res, err = tx.ExecContext(ctx, `UPDATE agents SET promoted_policy = $3
+			WHERE tenant_id = $1 AND agent_id = $2 AND promoted_policy = $4`, c.TenantID, c.AgentID, c.Policy, *c.Expected)
+	}
+	if err != nil {
+		return promotion.Entry{}, fmt.Errorf("set promoted policy: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return promotion.Entry{}, fmt.Errorf("set promoted policy: %w", err)
+	} else if n == 0 {
+		if err := s.agentExists(ctx, tx, c.TenantID, c.AgentID); err != nil {
+			return promotion.Entry{}, err
+		}
+		return promotion.Entry{}, fmt.Errorf("set promoted policy: %w", promotion.ErrPolicyChanged)
+	}
+	var one int
+	err = tx.QueryRowContext(ctx, `SELECT 1 FROM policies WHERE tenant_id = $1 AND name = $2`, c.TenantID, c.Policy).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return promotion.Entry{}, fmt.Errorf("set promoted policy %q: %w", c.Policy, promotion.ErrPolicyNotFound)
+	} else if err != nil {
+		return promotion.Entry{}, fmt.Errorf("check policy: %w", err)
+	}
+	var seq int64
+	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0) + 1 FROM agent_policy_history
+		WHERE tenant_id = $1 AND agent_id = $2`, c.TenantID, c.AgentID).Scan(&seq); err != nil {
+		return promotion.Entry{}, fmt.Errorf("next history entry: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO agent_policy_history
+		(tenant_id, agent_id, seq, policy, set_by, set_us, promotion_id) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+		c.TenantID, c.AgentID, seq, c.Policy, c.SetBy, now, c.PromotionID); err != nil {
+		return promotion.Entry{}, fmt.Errorf("record history entry: %w", err)
+	}
+	return promotion.Entry{Seq: seq, Policy: c.Policy, SetBy: c.SetBy, SetAt: store.FromMicros(now), PromotionID: c.PromotionID}, nil
 }
 
 // RollbackPolicy pops the newest live history entry and restores the one

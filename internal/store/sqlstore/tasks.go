@@ -33,29 +33,35 @@ func (s *Store) CreateSuiteTasks(ctx context.Context, t store.SuiteTasks) ([]sto
 	}
 	var out []store.Task
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		var one int
-		err := tx.QueryRowContext(ctx,
-			`SELECT 1 FROM suite_versions WHERE tenant_id = $1 AND name = $2 AND version = $3`,
-			t.TenantID, t.SuiteName, t.SuiteVersion).Scan(&one)
-		if err != nil {
-			return notFound("suite version", err)
-		}
-		out = make([]store.Task, 0, len(t.Tasks))
-		now := s.now()
-		for _, nt := range t.Tasks {
-			task := store.Task{
-				CaseID: nt.CaseID, SuiteName: t.SuiteName, SuiteVersion: t.SuiteVersion,
-				Input: nt.Input, TurnInput: nt.TurnInput, Graders: nt.Graders, CreatedAt: store.FromMicros(now),
-			}
-			if err := insertTask(ctx, tx, t.TenantID, &task, now); err != nil {
-				return err
-			}
-			out = append(out, task)
-		}
-		return nil
+		var err error
+		out, err = s.insertSuiteTasks(ctx, tx, t, s.now())
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create suite tasks: %w", err)
+	}
+	return out, nil
+}
+
+// insertSuiteTasks is CreateSuiteTasks inside tx.
+func (s *Store) insertSuiteTasks(ctx context.Context, tx *sql.Tx, t store.SuiteTasks, now int64) ([]store.Task, error) {
+	var one int
+	err := tx.QueryRowContext(ctx,
+		`SELECT 1 FROM suite_versions WHERE tenant_id = $1 AND name = $2 AND version = $3`,
+		t.TenantID, t.SuiteName, t.SuiteVersion).Scan(&one)
+	if err != nil {
+		return nil, notFound("suite version", err)
+	}
+	out := make([]store.Task, 0, len(t.Tasks))
+	for _, nt := range t.Tasks {
+		task := store.Task{
+			CaseID: nt.CaseID, SuiteName: t.SuiteName, SuiteVersion: t.SuiteVersion,
+			Input: nt.Input, TurnInput: nt.TurnInput, Graders: nt.Graders, CreatedAt: store.FromMicros(now),
+		}
+		if err := insertTask(ctx, tx, t.TenantID, &task, now); err != nil {
+			return nil, err
+		}
+		out = append(out, task)
 	}
 	return out, nil
 }

@@ -74,6 +74,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("Experiments", func(t *testing.T) { t.Parallel(); runExperiments(t, open) })
 	t.Run("Grading", func(t *testing.T) { t.Parallel(); runGrading(t, open) })
 	t.Run("Promotion", func(t *testing.T) { t.Parallel(); runPromotion(t, open) })
+	t.Run("Promotions", func(t *testing.T) { t.Parallel(); runPromotions(t, open) })
 	t.Run("Recorded", func(t *testing.T) { t.Parallel(); runRecorded(t, open) })
 	t.Run("Datasets", func(t *testing.T) { t.Parallel(); runDatasets(t, open) })
 	t.Run("JobLeases", func(t *testing.T) { t.Parallel(); runJobLeases(t, open) })
