@@ -1,0 +1,442 @@
+package gateway
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/gyrehq/gyre/internal/jcs"
+)
+
+// Anthropic Messages API requests (SPEC §6.1). A request is read into the
+// same chatRequest as a chat completion: its top-level members as sent,
+// each message in canonical JSON (stored as a content-addressed blob), the
+// tool_use ids its tool_result blocks answer, whether it streams and the
+// model asked for. Only what the gateway changes or records is
+// interpreted; every other member, at any depth, keeps its bytes.
+
+// parseMessagesRequest parses a Messages request body: one JSON object
+// without duplicate members, whose messages are an array of I-JSON
+// objects and whose system, when present, is a string or an array of text
+// blocks. Params of its errors are JSON pointers.
+func parseMessagesRequest(body []byte) (*chatRequest, *apiError) {
+	members, e := splitMembers(body)
+	if e != nil {
+		return nil, e
+	}
+	req := &chatRequest{members: members}
+	msgs, ok := req.get("messages")
+	if !ok {
+		return nil, errInvalid("/messages", "messages: Field required.")
+	}
+	if e := req.readAnthropicMessages(msgs); e != nil {
+		return nil, e
+	}
+	if v, ok := req.get("system"); ok {
+		if e := checkSystem(v); e != nil {
+			return nil, e
+		}
+	}
+	if v, ok := req.get("stream"); ok {
+		switch string(v) {
+		case "true":
+			req.stream = true
+		case "false", "null":
+		default:
+			return nil, errInvalid("/stream", "stream: Input should be a valid boolean.")
+		}
+	}
+	if v, ok := req.get("model"); ok && !isNull(v) {
+		m, err := jsonString(v)
+		if err != nil {
+			return nil, errInvalid("/model", "model: Input should be a valid string.")
+		}
+		req.model = &m
+	}
+	return req, nil
+}
+
+// splitMembers reads a request body into its top-level members, refusing
+// what is not one JSON object of UTF-8 text without duplicate members.
+// Params of its errors are JSON pointers.
+func splitMembers(body []byte) ([]member, *apiError) {
+	if !utf8.Valid(body) {
+		return nil, errInvalid("", "The request body is not valid UTF-8.")
+	}
+	if !validJSON(body) {
+		e := syntaxError(body)
+		if e.Param != "" {
+			e.Param = "/" + jcs.EscapePointerToken(e.Param)
+		}
+		return nil, e
+	}
+	w := jcs.NewWalker(body)
+	if start := w.Space(0); body[start] != '{' {
+		return nil, errInvalid("", "The request body must be a JSON object.")
+	}
+	var (
+		members []member
+		seen    = map[string]bool{}
+		dup     *apiError
+	)
+	_, err := w.Members(0, func(key string, start int) (int, error) {
+		end, err := w.Skip(start)
+		if err != nil {
+			return end, err
+		}
+		if seen[key] {
+			dup = errInvalid("/"+jcs.EscapePointerToken(key), fmt.Sprintf("Member %q appears more than once.", key))
+			return end, errStop
+		}
+		seen[key] = true
+		members = append(members, member{key: key, val: body[start:end]})
+		return end, nil
+	})
+	switch {
+	case dup != nil:
+		return nil, dup
+	case err != nil: // validJSON accepted it: not expected
+		return nil, errInvalid("", "The request body is not valid JSON.")
+	}
+	return members, nil
+}
+
+// jsonString decodes a JSON string value.
+func jsonString(v []byte) (string, error) {
+	if len(v) == 0 || v[0] != '"' {
+		return "", fmt.Errorf("not a string")
+	}
+	return jcs.NewWalker(v).String(0, len(v))
+}
+
+// checkSystem accepts a system prompt that is null, a string, or an array
+// of text blocks (objects whose type is "text"; their other members pass
+// untouched).
+func checkSystem(v []byte) *apiError {
+	switch v[0] {
+	case 'n', '"':
+		return nil
+	case '[':
+	default:
+		return errInvalid("/system", "system: Input should be a valid string or a list of text blocks.")
+	}
+	w := jcs.NewWalker(v)
+	var bad *apiError
+	i := 0
+	_, err := w.Elements(0, func(start int) (int, error) {
+		ptr := "/system/" + strconv.Itoa(i)
+		i++
+		end, err := w.Skip(start)
+		if err != nil {
+			return end, err
+		}
+		if typ, ok := blockType(v[start:end]); !ok || typ != "text" {
+			bad = errInvalid(ptr, fmt.Sprintf("system.%d: Input should be a text block ({\"type\":\"text\",\"text\":…}).", i-1))
+			return end, errStop
+		}
+		return end, nil
+	})
+	if bad != nil {
+		return bad
+	}
+	if err != nil {
+		return errInvalid("/system", "system: Input should be a valid string or a list of text blocks.")
+	}
+	return nil
+}
+
+// blockType returns the type of a content block, the JSON object b.
+func blockType(b []byte) (string, bool) {
+	if len(b) == 0 || b[0] != '{' {
+		return "", false
+	}
+	var typ string
+	found := false
+	_, err := jcs.NewWalker(b).Members(0, func(name string, start int) (int, error) {
+		end, err := jcs.NewWalker(b).Skip(start)
+		if err == nil && name == "type" {
+			typ, err = jsonString(b[start:end])
+			found = err == nil
+		}
+		return end, err
+	})
+	return typ, err == nil && found
+}
+
+// readAnthropicMessages canonicalizes each message of the array msgs into
+// one buffer and notes the tool_use_id each tool_result block of a user
+// message answers.
+func (r *chatRequest) readAnthropicMessages(msgs []byte) *apiError {
+	if msgs[0] != '[' {
+		return errInvalid("/messages", "messages: Input should be a valid list.")
+	}
+	canon := canonicalizers.Get().(*jcs.Canonicalizer)
+	defer canonicalizers.Put(canon)
+	w := jcs.NewWalker(msgs)
+	var (
+		buf  = make([]byte, 0, len(msgs)+len(msgs)/8)
+		ends []int
+		bad  *apiError
+	)
+	_, err := w.Elements(0, func(start int) (int, error) {
+		ptr := "/messages/" + strconv.Itoa(len(ends))
+		if msgs[start] != '{' {
+			bad = errInvalid(ptr, fmt.Sprintf("messages.%d: Input should be a valid dictionary.", len(ends)))
+			return start, errStop
+		}
+		var role, content []byte
+		var (
+			end int
+			err error
+		)
+		buf, end, err = canon.AppendValue(buf, msgs, start, func(name string, vs, ve int) error {
+			switch name {
+			case "role":
+				role = msgs[vs:ve]
+			case "content":
+				content = msgs[vs:ve]
+			}
+			return nil
+		})
+		if err != nil {
+			end, _ = w.Skip(start)
+			_, err = jcs.Canonicalize(msgs[start:end])
+			bad = errInvalid(ptr, fmt.Sprintf("messages.%d is not I-JSON (RFC 7493): %v", len(ends), err))
+			return end, errStop
+		}
+		ends = append(ends, len(buf))
+		if string(role) == `"user"` && len(content) > 0 && content[0] == '[' {
+			r.consumed = append(r.consumed, toolResultIDs(content)...)
+		}
+		return end, nil
+	})
+	switch {
+	case bad != nil:
+		return bad
+	case err != nil: // validJSON accepted it: not expected
+		return errInvalid("/messages", "messages: Input should be a valid list.")
+	}
+	r.messages = make([][]byte, len(ends))
+	from := 0
+	for i, to := range ends {
+		r.messages[i] = buf[from:to:to]
+		from = to
+	}
+	return nil
+}
+
+// toolResultIDs lists the tool_use_id of each tool_result block of a
+// message's content array.
+func toolResultIDs(content []byte) []string {
+	var ids []string
+	w := jcs.NewWalker(content)
+	_, _ = w.Elements(0, func(start int) (int, error) {
+		end, err := w.Skip(start)
+		if err != nil || content[start] != '{' {
+			return end, err
+		}
+		var typ, id string
+		_, err = jcs.NewWalker(content).Members(start, func(name string, vs int) (int, error) {
+			ve, err := w.Skip(vs)
+			if err != nil {
+				return ve, err
+			}
+			switch name {
+			case "type":
+				typ, _ = jsonString(content[vs:ve])
+			case "tool_use_id":
+				id, _ = jsonString(content[vs:ve])
+			}
+			return ve, nil
+		})
+		if err == nil && typ == "tool_result" && id != "" {
+			ids = append(ids, id)
+		}
+		return end, nil
+	})
+	return ids
+}
+
+// messagesPromptSHA256 is the prompt fingerprint of a Messages call (SPEC
+// §6.1): the SHA-256 of the JCS of {"messages": [...], "system": ...},
+// system left out when the request has none (absent or null). messages
+// are canonical already.
+func messagesPromptSHA256(messages [][]byte, members []member) string {
+	var b bytes.Buffer
+	b.WriteString(`{"messages":`)
+	writeMessages(&b, messages)
+	if v, ok := memberValue(members, "system"); ok && !isNull(v) {
+		if c, err := jcs.Canonicalize(v); err == nil {
+			b.WriteString(`,"system":`)
+			b.Write(c)
+		}
+	}
+	b.WriteByte('}')
+	sum := sha256.Sum256(b.Bytes())
+	return hex.EncodeToString(sum[:])
+}
+
+// MessagesFingerprintSamplingKeys are the sampling params a Messages
+// call's fingerprint records, after overrides.
+var MessagesFingerprintSamplingKeys = []string{
+	"max_tokens", "stop_sequences", "temperature", "thinking", "tool_choice", "top_k", "top_p",
+}
+
+// messagesFingerprint derives a Messages call's fingerprint from what was
+// forwarded: the prompt over system and messages, the tools array, the
+// sampling params and the tokenizer.
+func messagesFingerprint(messages [][]byte, members []member, tokenizer *string) CallFingerprint {
+	fp := CallFingerprint{PromptSHA256: messagesPromptSHA256(messages, members), Tokenizer: tokenizer}
+	var sampling bytes.Buffer
+	sampling.WriteByte('{')
+	n := 0
+	keys := slices.Clone(MessagesFingerprintSamplingKeys)
+	slices.SortFunc(keys, jcs.CompareKeys)
+	for _, k := range keys {
+		v, ok := memberValue(members, k)
+		if !ok || isNull(v) {
+			continue
+		}
+		c, err := jcs.Canonicalize(v)
+		if err != nil {
+			continue
+		}
+		if n > 0 {
+			sampling.WriteByte(',')
+		}
+		n++
+		writeKey(&sampling, k)
+		sampling.WriteByte(':')
+		sampling.Write(c)
+	}
+	sampling.WriteByte('}')
+	fp.Sampling = sampling.Bytes()
+	if v, ok := memberValue(members, "tools"); ok && !isNull(v) {
+		if s, err := jcs.Hash(v); err == nil {
+			fp.ToolsSHA256 = &s
+		}
+	}
+	return fp
+}
+
+// messagesOverrideKeys maps a policy's sampling_overrides keys (chat
+// names, SamplingKeys) to the Messages API's parameters. A key not here
+// cannot be applied to a Messages call.
+var messagesOverrideKeys = map[string]string{
+	"max_tokens":            "max_tokens",
+	"max_completion_tokens": "max_tokens",
+	"temperature":           "temperature",
+	"top_p":                 "top_p",
+	"top_k":                 "top_k",
+	"stop":                  "stop_sequences",
+}
+
+// MessagesOverrides maps a policy's sampling overrides to Messages API
+// members: stop becomes stop_sequences (a string becomes a one-element
+// array), max_completion_tokens becomes max_tokens. It names the first
+// key (in sorted order) that cannot be mapped, with why, when one cannot.
+func MessagesOverrides(overrides map[string]json.RawMessage) (map[string]json.RawMessage, string, error) {
+	if len(overrides) == 0 {
+		return nil, "", nil
+	}
+	out := make(map[string]json.RawMessage, len(overrides))
+	keys := sortedKeys(overrides)
+	for _, k := range keys {
+		name, ok := messagesOverrideKeys[k]
+		if !ok {
+			return nil, k, fmt.Errorf("the Anthropic Messages API has no parameter for %q (it maps %s)", k, mappedKeys())
+		}
+		if _, dup := out[name]; dup {
+			return nil, k, fmt.Errorf("%q and another override both map to the Messages API's %q", k, name)
+		}
+		v := overrides[k]
+		if k == "stop" {
+			var err error
+			if v, err = stopSequences(v); err != nil {
+				return nil, k, err
+			}
+		}
+		out[name] = v
+	}
+	return out, "", nil
+}
+
+func mappedKeys() string {
+	keys := sortedKeys(messagesOverrideKeys)
+	return fmt.Sprint(keys)
+}
+
+// stopSequences turns a chat stop value (a string or an array of strings)
+// into a Messages stop_sequences array.
+func stopSequences(v json.RawMessage) (json.RawMessage, error) {
+	var one string
+	if json.Unmarshal(v, &one) == nil {
+		return jcs.Marshal([]string{one})
+	}
+	var many []string
+	if json.Unmarshal(v, &many) == nil && many != nil {
+		return v, nil
+	}
+	return nil, fmt.Errorf("stop must be a string or an array of strings to map to stop_sequences")
+}
+
+// forwardMessages builds the upstream request of a Messages call for
+// policy p: the policy's model and its sampling overrides mapped to
+// Messages parameters (MessagesOverrides). A policy whose overrides cannot
+// map is refused when it is created for an upstream that speaks Messages;
+// one created before its upstream did is refused here, never applied in
+// part. Token
+// capture does not apply: the Messages API returns no token ids. Streams
+// need nothing added, as Messages streams always carry usage.
+func (r *chatRequest) forwardMessages(p Policy) (*forwarded, error) {
+	overrides, _, err := MessagesOverrides(p.SamplingOverrides)
+	if err != nil {
+		return nil, err
+	}
+	f := &forwarded{members: slices.Clone(r.members), agent: map[string]json.RawMessage{}, clientUsage: true}
+	set := func(key string, val []byte) {
+		for i, m := range f.members {
+			if m.key == key {
+				if _, done := f.agent[key]; !done && !slices.Contains(f.absent, key) {
+					f.agent[key] = m.val
+				}
+				f.members[i].val = val
+				return
+			}
+		}
+		f.absent = append(f.absent, key)
+		f.members = append(f.members, member{key: key, val: val})
+	}
+	model, _ := json.Marshal(p.Model)
+	set("model", model)
+	for _, k := range sortedKeys(overrides) {
+		set(k, overrides[k])
+	}
+	var b bytes.Buffer
+	b.Grow(64 + len(f.members)*32 + r.size())
+	b.WriteByte('{')
+	start, end := -1, -1
+	for i, m := range f.members {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		writeKey(&b, m.key)
+		b.WriteByte(':')
+		if m.key != "messages" {
+			b.Write(m.val)
+			continue
+		}
+		start = b.Len()
+		writeMessages(&b, r.messages)
+		end = b.Len()
+	}
+	b.WriteByte('}')
+	f.body = b.Bytes()
+	f.head, f.tail = f.body[:start], f.body[end:]
+	return f, nil
+}
