@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
@@ -367,4 +368,31 @@ func FuzzParseMessagesRequest(f *testing.F) {
 			t.Fatalf("forwarded body is not JSON: %s", f.body)
 		}
 	})
+}
+
+func TestSetMessagesHeaders_UpstreamKeyAsXAPIKeyAndTheAgentsVersion(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name       string
+		agent      map[string][]string
+		version    string
+		betas      []string
+		withoutKey bool
+	}{
+		{name: "default version", agent: map[string][]string{"Authorization": {"Bearer rollout-key"}}, version: "2023-06-01"},
+		{name: "the agent's version and betas", agent: map[string][]string{"Anthropic-Version": {"2024-10-22"}, "Anthropic-Beta": {"a-1", "b-2"}, "X-Api-Key": {"rollout-key"}},
+			version: "2024-10-22", betas: []string{"a-1", "b-2"}},
+		{name: "no upstream key", agent: map[string][]string{}, version: "2023-06-01", withoutKey: true},
+	} {
+		h := http.Header{"Authorization": {"Bearer x"}}
+		key := "upstream-key"
+		if tc.withoutKey {
+			key = ""
+		}
+		setMessagesHeaders(h, http.Header(tc.agent), key)
+		if h.Get("Authorization") != "" || h.Get("X-Api-Key") != key || h.Get("Anthropic-Version") != tc.version ||
+			!slices.Equal(h.Values("Anthropic-Beta"), tc.betas) {
+			t.Errorf("%s: headers %v", tc.name, h)
+		}
+	}
 }
