@@ -20,9 +20,14 @@ func (s *Server) gatewayRoutes() {
 	s.handle("POST /api/v1/policies", adminOnly, s.createPolicy)
 	s.handle("GET /api/v1/policies", reader, s.listPolicies)
 
-	s.gatewayRoute("POST /gw/{token}/v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
-		s.gateway.ServeChat(w, r, r.PathValue("token"))
-	})
+	for _, p := range gateway.Protocols {
+		s.gatewayRoute("POST /gw/{token}/v1"+p.Path(), func(w http.ResponseWriter, r *http.Request) {
+			s.gateway.ServeRollout(w, r, r.PathValue("token"), p)
+		})
+		s.gatewayRoute("POST /agents/{agent_id}/v1"+p.Path(), func(w http.ResponseWriter, r *http.Request) {
+			s.policyEndpoint(w, r, p)
+		})
+	}
 	s.gatewayRoute("GET /gw/{token}/v1/models", func(w http.ResponseWriter, r *http.Request) {
 		s.gateway.ServeModels(w, r, r.PathValue("token"))
 	})
@@ -30,7 +35,6 @@ func (s *Server) gatewayRoutes() {
 	s.gatewayRoute("/gw/{token}/", func(w http.ResponseWriter, r *http.Request) {
 		s.gateway.ServeUnsupported(w, r)
 	})
-	s.gatewayRoute("POST /agents/{agent_id}/v1/chat/completions", s.policyEndpoint)
 }
 
 // gatewayRoute registers a gateway handler. Gateway routes answer in the
@@ -68,10 +72,11 @@ func (s *Server) gatewayRoute(pattern string, h http.HandlerFunc) {
 	}))
 }
 
-// policyEndpoint is POST /agents/{agent_id}/v1/chat/completions: the
-// agent's promoted policy for production traffic (SPEC §6.1), for
-// inference and agent keys allowed for the agent.
-func (s *Server) policyEndpoint(w http.ResponseWriter, r *http.Request) {
+// policyEndpoint is POST /agents/{agent_id}/v1/chat/completions (and
+// /v1/responses, /v1/messages by protocol p): the agent's promoted policy
+// for production traffic (SPEC §6.1), for inference and agent keys
+// allowed for the agent.
+func (s *Server) policyEndpoint(w http.ResponseWriter, r *http.Request, proto gateway.Protocol) {
 	p, err := s.auth.Authenticate(r)
 	if err != nil {
 		var ge *gyre.Error
@@ -100,7 +105,7 @@ func (s *Server) policyEndpoint(w http.ResponseWriter, r *http.Request) {
 	if !s.gatewayRateLimit(w, r, p.TenantID, p.KeyID) {
 		return
 	}
-	s.gateway.ServeProduction(w, r.WithContext(auth.WithPrincipal(r.Context(), p)), p.TenantID, agentID)
+	s.gateway.ServeAgent(w, r.WithContext(auth.WithPrincipal(r.Context(), p)), p.TenantID, agentID, proto)
 }
 
 // policyBody is POST /api/v1/policies (SPEC §6.1).

@@ -31,9 +31,15 @@ func (s *Server) recordedRoutes() {
 	s.handle("GET /api/v1/blobs/{sha256}", reader, s.getBlob)
 }
 
-// protocolChat names the Chat Completions protocol in call items; the
-// gateway records no other yet.
-const protocolChat = "chat"
+// callProtocol is a recorded call's protocol as the API shows it: chat,
+// responses or messages (a record from before protocols were recorded
+// is chat).
+func callProtocol(p string) string {
+	if p == "" {
+		return string(gateway.ProtocolChat)
+	}
+	return p
+}
 
 // errNoBodies answers the routes that read recorded bodies on a server
 // without a blob store.
@@ -179,7 +185,9 @@ func writeCallItem(b *bytes.Buffer, c store.GatewayCall, bodies gateway.CallBodi
 	}
 	b.WriteString(`,"call_id":`)
 	writeJSONValue(b, c.ID)
-	b.WriteString(`,"protocol":"` + protocolChat + `","status":`)
+	b.WriteString(`,"protocol":`)
+	writeJSONValue(b, callProtocol(c.Protocol))
+	b.WriteString(`,"status":`)
 	b.WriteString(strconv.Itoa(c.Status))
 	b.WriteString(`,"request":`)
 	b.Write(rawOrNull(bodies.Request))

@@ -79,10 +79,12 @@ type gatewaySummary struct {
 
 // gatewayCallView is one recorded call of a rollout.
 type gatewayCallView struct {
-	Seq     int     `json:"seq"`
-	Status  int     `json:"status"`
-	Counted bool    `json:"counted"`
-	Reason  *string `json:"reason"`
+	Seq int `json:"seq"`
+	// Protocol is the call's wire protocol: chat, responses or messages.
+	Protocol string  `json:"protocol"`
+	Status   int     `json:"status"`
+	Counted  bool    `json:"counted"`
+	Reason   *string `json:"reason"`
 	// LatencyMS is from receipt to the end of the answer.
 	LatencyMS           *float64        `json:"latency_ms"`
 	Usage               json.RawMessage `json:"usage"`
@@ -108,7 +110,7 @@ func gatewaySummaryOf(calls []store.GatewayCall) gatewaySummary {
 		} else {
 			g.Failed++
 		}
-		v := gatewayCallView{Seq: c.Seq, Status: c.Status, Counted: c.Counted, Reason: c.Reason, Usage: rawOrNull(c.Usage),
+		v := gatewayCallView{Seq: c.Seq, Protocol: callProtocol(c.Protocol), Status: c.Status, Counted: c.Counted, Reason: c.Reason, Usage: rawOrNull(c.Usage),
 			CostUSD: c.CostUSD, Stream: c.Stream, RequestedModel: c.RequestedModel, Model: c.Model,
 			EmittedToolCallIDs: nonNilStrings(c.EmittedIDs), ConsumedToolCallIDs: nonNilStrings(c.ConsumedIDs)}
 		if c.DoneAt != nil {

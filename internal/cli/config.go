@@ -107,6 +107,9 @@ type UpstreamConfig struct {
 	Tenants []string
 	// AllowPrivate allows loopback, private and link-local targets.
 	AllowPrivate bool
+	// Protocols are the wire protocols the upstream speaks (chat,
+	// responses, messages); nil means [chat].
+	Protocols []gateway.Protocol
 	// Line is where the entry starts in the config file, for messages.
 	Line int
 }
@@ -115,7 +118,8 @@ type UpstreamConfig struct {
 func (c Config) GatewayUpstreams() []gateway.Upstream {
 	out := make([]gateway.Upstream, len(c.Upstreams))
 	for i, u := range c.Upstreams {
-		out[i] = gateway.Upstream{Name: u.Name, BaseURL: u.BaseURL, APIKey: u.APIKey, Tenants: u.Tenants, AllowPrivate: u.AllowPrivate}
+		out[i] = gateway.Upstream{Name: u.Name, BaseURL: u.BaseURL, APIKey: u.APIKey, Tenants: u.Tenants, AllowPrivate: u.AllowPrivate,
+			Protocols: u.Protocols}
 	}
 	return out
 }
@@ -599,10 +603,11 @@ func parseConfigDoc(b []byte) (configFile, error) {
 }
 
 // upstreamKeys are the keys of one upstreams: entry.
-var upstreamKeys = []string{"name", "base_url", "api_key_env", "tenants", "allow_private"}
+var upstreamKeys = []string{"name", "base_url", "api_key_env", "tenants", "allow_private", "protocols"}
 
 // parseUpstreams parses the upstreams: section: a list of mappings with
-// exactly the keys of upstreamKeys, scalars except tenants (a list).
+// exactly the keys of upstreamKeys, scalars except tenants and protocols
+// (lists).
 func parseUpstreams(n *yaml.Node) ([]UpstreamConfig, error) {
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
 		return nil, nil
@@ -614,7 +619,7 @@ func parseUpstreams(n *yaml.Node) ([]UpstreamConfig, error) {
 	for i, item := range n.Content {
 		where := fmt.Sprintf("line %d: upstreams[%d]", item.Line, i)
 		if item.Kind != yaml.MappingNode {
-			return nil, fmt.Errorf("%s must be a mapping (name, base_url, api_key_env, tenants, allow_private)", where)
+			return nil, fmt.Errorf("%s must be a mapping (name, base_url, api_key_env, tenants, allow_private, protocols)", where)
 		}
 		u := UpstreamConfig{Line: item.Line}
 		seen := map[string]bool{}
@@ -640,6 +645,14 @@ func parseUpstreams(n *yaml.Node) ([]UpstreamConfig, error) {
 				}
 				continue
 			}
+			if k.Value == "protocols" {
+				ps, err := parseProtocols(v, i)
+				if err != nil {
+					return nil, err
+				}
+				u.Protocols = ps
+				continue
+			}
 			if v.Kind != yaml.ScalarNode {
 				return nil, fmt.Errorf("line %d: upstreams[%d]: %s must be a single value", v.Line, i, k.Value)
 			}
@@ -663,6 +676,33 @@ func parseUpstreams(n *yaml.Node) ([]UpstreamConfig, error) {
 			}
 		}
 		out = append(out, u)
+	}
+	return out, nil
+}
+
+// parseProtocols parses an upstream's protocols: a non-empty list of
+// distinct protocol names.
+func parseProtocols(v *yaml.Node, i int) ([]gateway.Protocol, error) {
+	known := make([]string, len(gateway.Protocols))
+	for j, p := range gateway.Protocols {
+		known[j] = string(p)
+	}
+	if v.Kind != yaml.SequenceNode || len(v.Content) == 0 {
+		return nil, fmt.Errorf("line %d: upstreams[%d]: protocols must be a non-empty list of %s", v.Line, i, strings.Join(known, ", "))
+	}
+	out := make([]gateway.Protocol, 0, len(v.Content))
+	for j, n := range v.Content {
+		if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
+			return nil, fmt.Errorf("line %d: upstreams[%d]: protocols[%d] must be one of %s", n.Line, i, j, strings.Join(known, ", "))
+		}
+		p, err := gateway.ParseProtocol(n.Value)
+		if err != nil {
+			return nil, fmt.Errorf("line %d: upstreams[%d]: protocols[%d]: %w", n.Line, i, j, err)
+		}
+		if slices.Contains(out, p) {
+			return nil, fmt.Errorf("line %d: upstreams[%d]: protocols[%d]: %s is listed twice", n.Line, i, j, p)
+		}
+		out = append(out, p)
 	}
 	return out, nil
 }

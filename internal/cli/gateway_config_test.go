@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,6 +24,7 @@ upstreams:
   - name: openai
     base_url: https://api.openai.com/v1
     tenants: [acme, beta]
+    protocols: [chat, responses]
 default_policy: prod-v1
 `))
 	if err != nil {
@@ -36,10 +38,11 @@ default_policy: prod-v1
 	}
 	u := doc.upstreams[0]
 	if u.Name != "local-vllm" || u.BaseURL != "http://10.0.0.5:8000/v1" || u.APIKeyEnv != "VLLM_KEY" || !u.AllowPrivate ||
-		strings.Join(u.Tenants, ",") != "*" || u.Line != 4 {
+		strings.Join(u.Tenants, ",") != "*" || u.Line != 4 || u.Protocols != nil {
 		t.Errorf("upstream 0 = %+v", u)
 	}
-	if v := doc.upstreams[1]; v.AllowPrivate || strings.Join(v.Tenants, ",") != "acme,beta" || v.APIKeyEnv != "" {
+	if v := doc.upstreams[1]; v.AllowPrivate || strings.Join(v.Tenants, ",") != "acme,beta" || v.APIKeyEnv != "" ||
+		fmt.Sprint(v.Protocols) != "[chat responses]" {
 		t.Errorf("upstream 1 = %+v", v)
 	}
 }
@@ -49,7 +52,11 @@ func TestParseConfigDoc_UpstreamErrors(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
 		{"upstreams: x\n", "line 1: upstreams must be a list"},
 		{"upstreams:\n  - x\n", "line 2: upstreams[0] must be a mapping"},
-		{"upstreams:\n  - name: a\n    url: http://x\n", `line 3: upstreams[0]: unknown key "url" (known keys: name, base_url, api_key_env, tenants, allow_private)`},
+		{"upstreams:\n  - name: a\n    url: http://x\n", `line 3: upstreams[0]: unknown key "url" (known keys: name, base_url, api_key_env, tenants, allow_private, protocols)`},
+		{"upstreams:\n  - name: a\n    protocols: chat\n", "line 3: upstreams[0]: protocols must be a non-empty list of chat, responses, messages"},
+		{"upstreams:\n  - name: a\n    protocols: []\n", "line 3: upstreams[0]: protocols must be a non-empty list"},
+		{"upstreams:\n  - name: a\n    protocols: [chat, completions]\n", `line 3: upstreams[0]: protocols[1]: unknown protocol "completions" (known: chat, responses, messages)`},
+		{"upstreams:\n  - name: a\n    protocols: [chat, chat]\n", "line 3: upstreams[0]: protocols[1]: chat is listed twice"},
 		{"upstreams:\n  - name: a\n    name: b\n", `line 3: upstreams[0]: key "name" is set twice`},
 		{"upstreams:\n  - name: a\n    tenants: acme\n", "line 3: upstreams[0]: tenants must be a list"},
 		{"upstreams:\n  - name: a\n    allow_private: maybe\n", `line 3: upstreams[0]: allow_private must be true or false, not "maybe"`},

@@ -22,15 +22,20 @@ const (
 	DefaultResponseHeaderTimeout = 10 * time.Minute
 )
 
-// Upstream is an OpenAI-compatible server the operator lets policies
-// route to (gyre.yaml upstreams:, SPEC §6.1). Upstreams are operator
-// configuration only, never tenant input, because they carry secrets.
+// Upstream is an LLM server the operator lets policies route to
+// (gyre.yaml upstreams:, SPEC §6.1). Upstreams are operator configuration
+// only, never tenant input, because they carry secrets.
 type Upstream struct {
 	// Name is how policies refer to the upstream.
 	Name string
 	// BaseURL is the API root, e.g. http://10.0.0.5:8000/v1; the gateway
-	// posts to BaseURL + "/chat/completions".
+	// posts to BaseURL + "/chat/completions", "/responses" or "/messages"
+	// by the call's protocol.
 	BaseURL string
+	// Protocols are the protocols the upstream speaks; nil means
+	// DefaultProtocols ([chat]). A call on any other is refused with 400
+	// unsupported_protocol: the gateway never translates.
+	Protocols []Protocol
 	// APIKey is sent as a bearer token to this upstream only; empty sends
 	// none. It never appears in logs, errors or records.
 	APIKey string
@@ -39,6 +44,18 @@ type Upstream struct {
 	// AllowPrivate lets the upstream resolve to loopback, private and
 	// link-local addresses, which are refused otherwise.
 	AllowPrivate bool
+}
+
+// Speaks reports whether u speaks protocol p.
+func (u Upstream) Speaks(p Protocol) bool { return slices.Contains(u.speaks(), p) }
+
+// speaks returns the protocols u speaks, the default when it declares
+// none.
+func (u Upstream) speaks() []Protocol {
+	if u.Protocols == nil {
+		return DefaultProtocols
+	}
+	return u.Protocols
 }
 
 // AllowsTenant reports whether a tenant of that name may use u.
@@ -157,6 +174,16 @@ func (c Config) Validate() error {
 		for _, t := range u.Tenants {
 			if t == "" {
 				errs = append(errs, fmt.Errorf("%s: tenants: an entry is empty", where))
+			}
+		}
+		if u.Protocols != nil && len(u.Protocols) == 0 {
+			errs = append(errs, fmt.Errorf("%s: protocols: list at least one of %s", where, protocolList(Protocols)))
+		}
+		for j, p := range u.Protocols {
+			if _, err := ParseProtocol(string(p)); err != nil {
+				errs = append(errs, fmt.Errorf("%s: protocols[%d]: %w", where, j, err))
+			} else if slices.Index(u.Protocols, p) != j {
+				errs = append(errs, fmt.Errorf("%s: protocols[%d]: %s is listed twice", where, j, p))
 			}
 		}
 	}

@@ -13,16 +13,22 @@ const (
 	CodeInvalidAPIKey       = "invalid_api_key"
 	CodeCredentialExpired   = "credential_expired"
 	CodeUnsupportedEndpoint = "unsupported_endpoint"
-	CodeNoPolicy            = "no_policy"
-	CodeBudgetExhausted     = "rollout_budget_exhausted"
-	CodeInvalidRequest      = "invalid_request"
-	CodeBodyTooLarge        = "body_too_large"
-	CodeUpstreamUnavailable = "upstream_unavailable"
-	CodeUpstreamError       = "upstream_error"
-	CodeForbidden           = "forbidden"
-	CodeOverloaded          = "gateway_overloaded"
-	CodeRateLimited         = "rate_limited"
-	CodeInternal            = "internal"
+	// CodeUnsupportedProtocol: the policy's upstream does not speak the
+	// call's protocol.
+	CodeUnsupportedProtocol = "unsupported_protocol"
+	// CodeUnknownPreviousResponse: a Responses previous_response_id that
+	// names no response recorded in the same rollout.
+	CodeUnknownPreviousResponse = "unknown_previous_response"
+	CodeNoPolicy                = "no_policy"
+	CodeBudgetExhausted         = "rollout_budget_exhausted"
+	CodeInvalidRequest          = "invalid_request"
+	CodeBodyTooLarge            = "body_too_large"
+	CodeUpstreamUnavailable     = "upstream_unavailable"
+	CodeUpstreamError           = "upstream_error"
+	CodeForbidden               = "forbidden"
+	CodeOverloaded              = "gateway_overloaded"
+	CodeRateLimited             = "rate_limited"
+	CodeInternal                = "internal"
 )
 
 // apiError is one OpenAI-shaped error answer.
@@ -106,7 +112,7 @@ var (
 	errNoPolicy = &apiError{Status: http.StatusServiceUnavailable, Code: CodeNoPolicy,
 		Message: "No policy applies: the batch names none, the agent has no promoted policy and the tenant has no default policy."}
 	errUnsupported = &apiError{Status: http.StatusNotFound, Code: CodeUnsupportedEndpoint,
-		Message: "The gateway serves only POST /v1/chat/completions and GET /v1/models."}
+		Message: "The gateway serves only POST /v1/chat/completions, POST /v1/responses and GET /v1/models."}
 	errOverloaded = &apiError{Status: http.StatusServiceUnavailable, Code: CodeOverloaded,
 		Message: "The gateway cannot record more calls right now; try again shortly."}
 )

@@ -139,6 +139,13 @@ const (
 	ReasonBudgetExhausted     = "rollout_budget_exhausted"
 	ReasonLimitsUnreadable    = "limits_unreadable"
 	ReasonUpstreamCredential  = "upstream_echoed_credential"
+	ReasonUnsupportedProtocol = "unsupported_protocol"
+	// ReasonUnknownPrevious: a previous_response_id that names no
+	// response of the rollout.
+	ReasonUnknownPrevious = "unknown_previous_response"
+	// ReasonNotCompleted: a Responses answer whose status is neither
+	// completed nor incomplete (failed, cancelled, queued, in progress).
+	ReasonNotCompleted = "response_not_completed"
 )
 
 // tokenLen is the length of a gateway token: 256 bits in base64url.
@@ -238,7 +245,20 @@ func (g *Gateway) rateLimit(ctx context.Context, a store.GatewayAccess) *apiErro
 
 // ServeChat serves POST /gw/{token}/v1/chat/completions.
 func (g *Gateway) ServeChat(w http.ResponseWriter, r *http.Request, token string) {
-	c := g.newCall(w, r, routeChat)
+	g.ServeRollout(w, r, token, ProtocolChat)
+}
+
+// ServeRollout serves a rollout's call on protocol p: POST
+// /gw/{token}/v1/chat/completions, /v1/responses or /v1/messages. A
+// protocol the gateway does not serve yet answers 404
+// unsupported_endpoint.
+func (g *Gateway) ServeRollout(w http.ResponseWriter, r *http.Request, token string, p Protocol) {
+	spec := specFor(p)
+	if spec == nil {
+		g.ServeUnsupported(w, r)
+		return
+	}
+	c := g.newCall(w, r, rolloutRoute(p), spec)
 	defer c.cancel(nil)
 	a, aerr := g.admit(c.ctx, r, token)
 	if aerr != nil {
@@ -271,6 +291,9 @@ func (g *Gateway) ServeChat(w http.ResponseWriter, r *http.Request, token string
 			return
 		}
 	}
+	if !c.resolvePrevious() {
+		return
+	}
 	c.proxy()
 }
 
@@ -282,7 +305,20 @@ func (g *Gateway) ServeChat(w http.ResponseWriter, r *http.Request, token string
 // store on every request, never cached, so a promotion or rollback
 // reaches every replica at once.
 func (g *Gateway) ServeProduction(w http.ResponseWriter, r *http.Request, tenantID, agentID string) {
-	c := g.newCall(w, r, routeProduction)
+	g.ServeAgent(w, r, tenantID, agentID, ProtocolChat)
+}
+
+// ServeAgent serves the policy endpoint on protocol p: POST
+// /agents/{agent_id}/v1/chat/completions, /v1/responses or /v1/messages
+// (see ServeProduction). A protocol the gateway does not serve yet
+// answers 404 unsupported_endpoint.
+func (g *Gateway) ServeAgent(w http.ResponseWriter, r *http.Request, tenantID, agentID string, p Protocol) {
+	spec := specFor(p)
+	if spec == nil {
+		g.ServeUnsupported(w, r)
+		return
+	}
+	c := g.newCall(w, r, productionRoute(p), spec)
 	defer c.cancel(nil)
 	c.rec.TenantID, c.rec.AgentID = tenantID, agentID
 	promoted, err := g.st.AgentPolicy(c.ctx, tenantID, agentID)
@@ -297,13 +333,16 @@ func (g *Gateway) ServeProduction(w http.ResponseWriter, r *http.Request, tenant
 	if !c.choosePolicy(nil, promoted) {
 		return
 	}
+	if !c.resolvePrevious() {
+		return
+	}
 	c.proxy()
 }
 
 // ServeModels serves GET /gw/{token}/v1/models: the policy's model and
 // every model the agent asked for in the rollout.
 func (g *Gateway) ServeModels(w http.ResponseWriter, r *http.Request, token string) {
-	c := g.newCall(w, r, routeModels)
+	c := g.newCall(w, r, routeModels, chatSpec{})
 	defer c.cancel(nil)
 	a, aerr := g.admit(c.ctx, r, token)
 	if aerr != nil {

@@ -549,6 +549,7 @@ type view struct {
 		Failed      int `json:"failed"`
 		Calls       []struct {
 			Seq       int             `json:"seq"`
+			Protocol  string          `json:"protocol"`
 			Status    int             `json:"status"`
 			Counted   bool            `json:"counted"`
 			Reason    *string         `json:"reason"`

@@ -176,7 +176,7 @@ func judgeBody(pol Policy, msgs []grade.Message) ([]byte, error) {
 func (j *Judge) post(ctx context.Context, up *upstream, body []byte, call *store.GradingCall) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, j.cfg.Timeout)
 	defer cancel()
-	resp, err := up.post(ctx, body, false)
+	resp, err := up.post(ctx, ProtocolChat, body, false)
 	if err != nil {
 		return "", errors.New(upstreamErrorText(up.Name, err))
 	}

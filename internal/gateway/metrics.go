@@ -98,3 +98,20 @@ func (m *metrics) latency(route, upstream string, stream bool, toHeaders, added 
 	}
 	m.added.WithLabelValues(route, s).Observe(added.Seconds())
 }
+
+// rolloutRoute is the route template of a rollout's calls on protocol p.
+func rolloutRoute(p Protocol) string {
+	if p == ProtocolChat {
+		return routeChat
+	}
+	return "/gw/{token}/v1" + p.Path()
+}
+
+// productionRoute is the route template of the policy endpoint on
+// protocol p.
+func productionRoute(p Protocol) string {
+	if p == ProtocolChat {
+		return routeProduction
+	}
+	return "/agents/{agent_id}/v1" + p.Path()
+}

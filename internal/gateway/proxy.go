@@ -32,7 +32,8 @@ type call struct {
 	fl     *flight
 	start  time.Time // monotonic, for metrics
 	rec    store.GatewayRecord
-	req    *chatRequest
+	spec   protocolSpec
+	req    *request
 	fwd    *forwarded
 	pol    *Policy
 	up     *upstream
@@ -51,9 +52,10 @@ type call struct {
 	span trace.Span
 }
 
-func (g *Gateway) newCall(w http.ResponseWriter, r *http.Request, route string) *call {
+func (g *Gateway) newCall(w http.ResponseWriter, r *http.Request, route string, spec protocolSpec) *call {
 	ctx, cancel := context.WithCancelCause(r.Context())
-	c := &call{g: g, w: w, r: r, route: route, ctx: ctx, cancel: cancel, start: time.Now()}
+	c := &call{g: g, w: w, r: r, route: route, spec: spec, ctx: ctx, cancel: cancel, start: time.Now()}
+	c.rec.Protocol = string(spec.protocol())
 	c.fl = g.rec.begin(cancel)
 	id, err := uuid.NewV7()
 	if err != nil {
@@ -75,12 +77,13 @@ func (c *call) refuse(e *apiError) {
 	if e.Status == http.StatusUnauthorized {
 		c.g.m.authRejected.WithLabelValues(e.Code).Inc()
 	}
-	c.g.answerError(c.w, c.route, e)
+	c.spec.writeError(c.w, e)
+	c.g.m.answered(c.route, e.Status)
 }
 
 // reject answers an error and records the request, not counted.
 func (c *call) reject(e *apiError, reason string) {
-	writeAPIError(c.w, e)
+	c.spec.writeError(c.w, e)
 	c.finish(e.Status, false, reason)
 }
 
@@ -99,7 +102,7 @@ func (c *call) prepare() bool {
 		c.reject(e, reason)
 		return false
 	}
-	req, e := parseChatRequest(body)
+	req, e := c.spec.parse(body)
 	if e != nil {
 		c.reject(e, ReasonInvalidRequest)
 		return false
@@ -109,16 +112,21 @@ func (c *call) prepare() bool {
 	return true
 }
 
-// choosePolicy resolves the policy and builds the upstream request.
+// choosePolicy resolves the policy, checks that its upstream speaks the
+// call's protocol and builds the upstream request.
 func (c *call) choosePolicy(names ...*string) bool {
 	pol, up, e := c.g.policyFor(c.ctx, c.rec.TenantID, names...)
 	if e != nil {
 		c.reject(e, ReasonNoPolicy)
 		return false
 	}
-	c.pol, c.up = pol, up
-	c.fwd = c.req.forward(*pol)
 	c.rec.Policy, c.rec.Upstream, c.rec.Model = &pol.Name, &pol.Upstream, &pol.Model
+	if !up.Speaks(c.spec.protocol()) {
+		c.reject(errUnsupportedProtocol(c.spec.protocol(), up), ReasonUnsupportedProtocol)
+		return false
+	}
+	c.pol, c.up = pol, up
+	c.fwd = c.spec.forward(c.req, *pol)
 	return true
 }
 
@@ -140,7 +148,7 @@ func (c *call) finish(status int, counted bool, reason string) {
 		if c.pol != nil {
 			tok = c.pol.Tokenizer
 		}
-		p.body = &bodyParts{fwd: c.fwd, messages: c.req.messages, tokenizer: tok}
+		p.body = &bodyParts{spec: c.spec, fwd: c.fwd, messages: c.req.messages, tokenizer: tok, resolved: c.req.resolved}
 	}
 	c.g.rec.finish(c.fl, p)
 	c.g.m.answered(c.route, status)
@@ -205,7 +213,7 @@ func (c *call) proxy() {
 	upCtx, upCancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	unlink := context.AfterFunc(c.ctx, func() { upCancel(context.Cause(c.ctx)) })
 	c.sent = time.Now()
-	resp, err := c.up.post(upCtx, c.fwd.body, c.req.stream)
+	resp, err := c.up.post(upCtx, c.spec.protocol(), c.fwd.body, c.req.stream)
 	if err != nil {
 		upCancel(nil)
 		c.ended = time.Now()
@@ -240,7 +248,7 @@ func (c *call) proxy() {
 	case resp.StatusCode/100 != 2:
 		c.passError(resp)
 	case c.req.stream && isEventStream(resp.Header.Get("Content-Type")):
-		c.stream(resp)
+		c.spec.relay(c, resp)
 	default:
 		c.whole(resp)
 	}
@@ -321,13 +329,15 @@ func (c *call) whole(resp *http.Response) {
 	}
 	body = c.g.redact.redact(body)
 	c.response = body
+	var notCounted string
 	// The answer is read for the record after it is written, except for
 	// the rollout's first completion on this replica, whose provisional
 	// record must be durable before the answer goes out (beforeCounted).
 	first := c.rec.RolloutID != nil && c.g.rec.needsDurableCount(*c.rec.RolloutID)
 	if first {
-		c.readAnswer(body)
-		c.beforeCounted(resp.StatusCode)
+		if notCounted = c.readAnswer(body); notCounted == "" {
+			c.beforeCounted(resp.StatusCode)
+		}
 	}
 	h := c.w.Header()
 	c.copyAnswerHeaders(h, resp.Header)
@@ -342,7 +352,7 @@ func (c *call) whole(resp *http.Response) {
 		werr = http.NewResponseController(c.w).Flush()
 	}
 	if !first {
-		c.readAnswer(body)
+		notCounted = c.readAnswer(body)
 	}
 	// A client may close the connection as soon as it has the answer, so
 	// only a failed write or flush means it was not delivered.
@@ -350,24 +360,25 @@ func (c *call) whole(resp *http.Response) {
 		c.finish(resp.StatusCode, false, ReasonClientDisconnected)
 		return
 	}
+	if notCounted != "" {
+		c.finish(resp.StatusCode, false, notCounted)
+		return
+	}
 	c.finish(resp.StatusCode, true, "")
 }
 
 // readAnswer puts what a whole answer says on the record: the tool call
-// ids it emitted and its usage.
-func (c *call) readAnswer(body []byte) {
-	var shape answerShape
-	if json.Unmarshal(body, &shape) != nil {
-		return
+// ids it emitted, its usage and its id; it returns why the answer cannot
+// count, "" when it can.
+func (c *call) readAnswer(body []byte) string {
+	f := c.spec.readAnswer(body)
+	c.rec.EmittedIDs = append(c.rec.EmittedIDs, f.emitted...)
+	c.setUsage(f.usage)
+	if f.responseID != "" {
+		id := f.responseID
+		c.rec.ResponseID = &id
 	}
-	for _, ch := range shape.Choices {
-		for _, tc := range ch.Message.ToolCalls {
-			if tc.ID != "" {
-				c.rec.EmittedIDs = append(c.rec.EmittedIDs, tc.ID)
-			}
-		}
-	}
-	c.setUsage(shape.Usage)
+	return f.notCounted
 }
 
 // usageShape is the part of usage that cost and budgets read.
@@ -387,27 +398,14 @@ func (c *call) setUsage(raw json.RawMessage) {
 		return
 	}
 	c.rec.Usage = bytes.Clone(raw)
-	var u usageShape
-	if json.Unmarshal(raw, &u) != nil {
+	t, ok := c.spec.tokens(raw)
+	if !ok {
 		return
 	}
-	var prompt, completion, cached int64
-	if u.PromptTokens != nil {
-		prompt = *u.PromptTokens
-	}
-	if u.CompletionTokens != nil {
-		completion = *u.CompletionTokens
-	}
-	if u.PromptTokensDetails != nil && u.PromptTokensDetails.CachedTokens != nil {
-		cached = *u.PromptTokensDetails.CachedTokens
-	}
-	total := prompt + completion
-	if u.TotalTokens != nil {
-		total = *u.TotalTokens
-	}
+	total := t.total
 	c.rec.TotalTokens = &total
 	if c.pol != nil && c.pol.Prices != nil {
-		cost := c.pol.Prices.Cost(prompt, cached, completion)
+		cost := c.pol.Prices.Cost(t.input, t.cached, t.output)
 		c.rec.CostUSD = &cost
 	}
 }
@@ -718,4 +716,15 @@ func (c *call) endStream(rc *http.ResponseController, ev []byte) bool {
 		return false
 	}
 	return rc.Flush() == nil
+}
+
+// resolvePrevious resolves a previous_response_id (Responses) through the
+// rollout's own records; false when it answered already. Requests of
+// other protocols have none.
+func (c *call) resolvePrevious() bool {
+	if c.req.previous == "" {
+		return true
+	}
+	c.reject(errInvalid("previous_response_id", "previous_response_id is not supported on this protocol."), ReasonInvalidRequest)
+	return false
 }

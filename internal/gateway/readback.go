@@ -137,9 +137,20 @@ func (r *BodyReader) forwarded(ctx context.Context, doc requestDoc) ([]byte, err
 	}
 	b := make([]byte, 0, n)
 	b = append(b, doc.Head...)
-	b = append(b, '[')
-	b = append(b, bytes.Join(msgs, []byte(","))...)
-	b = append(b, ']')
+	switch doc.Items {
+	case itemsArray:
+		b = append(b, '[')
+		b = append(b, bytes.Join(msgs, []byte(","))...)
+		b = append(b, ']')
+	case itemsValue:
+		if len(msgs) != 1 {
+			return nil, fmt.Errorf("recorded request: a value item with %d messages", len(msgs))
+		}
+		b = append(b, msgs[0]...)
+	case itemsNone:
+	default:
+		return nil, fmt.Errorf("recorded request: unknown items shape %q", doc.Items)
+	}
 	b = append(b, doc.Tail...)
 	return b, nil
 }

@@ -122,9 +122,12 @@ type pendingRecord struct {
 }
 
 type bodyParts struct {
+	spec      protocolSpec
 	fwd       *forwarded
 	messages  [][]byte
 	tokenizer *string
+	// resolved are the items a previous_response_id stood for.
+	resolved [][]byte
 }
 
 // newRecorder returns a Recorder for one process; its replica id is
@@ -591,8 +594,11 @@ func (r *Recorder) prepare(ctx context.Context, batch []*pendingRecord) (write, 
 	for i, p := range batch {
 		jobs[i].p = p
 		if p.body != nil && len(p.rec.Fingerprint) == 0 {
-			fp := callFingerprint(p.body.messages, p.body.fwd.members, p.body.tokenizer)
-			p.rec.Fingerprint, _ = json.Marshal(fp)
+			spec := p.body.spec
+			if spec == nil {
+				spec = chatSpec{}
+			}
+			p.rec.Fingerprint, _ = json.Marshal(spec.fingerprint(p.body))
 		}
 		if r.blobs == nil || ((p.body == nil || p.rec.RequestBlob != nil) && (p.response == nil || p.rec.ResponseBlob != nil)) {
 			continue
@@ -628,13 +634,22 @@ func (r *Recorder) storeBodies(ctx context.Context, p *pendingRecord) error {
 	base := "gateway/" + p.rec.TenantID
 	if p.body != nil && p.rec.RequestBlob == nil {
 		doc := requestDoc{Format: requestDocFormat, Head: string(p.body.fwd.head), Tail: string(p.body.fwd.tail),
-			Messages: make([]string, len(p.body.messages)), Agent: p.body.fwd.agent, Added: p.body.fwd.absent}
+			Messages: make([]string, len(p.body.messages)), Agent: p.body.fwd.agent, Added: p.body.fwd.absent,
+			Items: p.body.fwd.shape}
 		for i, m := range p.body.messages {
 			sum := sha256.Sum256(m)
 			doc.Messages[i] = hex.EncodeToString(sum[:])
 			if err := r.putKnown(ctx, base+"/messages", doc.Messages[i], m); err != nil {
 				return err
 			}
+		}
+		for _, m := range p.body.resolved {
+			sum := sha256.Sum256(m)
+			sha := hex.EncodeToString(sum[:])
+			if err := r.putKnown(ctx, base+"/messages", sha, m); err != nil {
+				return err
+			}
+			doc.Resolved = append(doc.Resolved, sha)
 		}
 		b, err := json.Marshal(doc)
 		if err != nil {
@@ -731,9 +746,12 @@ func (r *Recorder) watchOnce(ctx context.Context) {
 const requestDocFormat = "gyre.gateway-request/1"
 
 // requestDoc is a stored request: the forwarded body is Head + "[" + the
-// message blobs joined by "," + "]" + Tail, byte for byte. Agent holds the
-// agent's values of the members the gateway replaced, Added the members it
-// added.
+// message blobs joined by "," + "]" + Tail, byte for byte (Items "value":
+// Head + the one message blob + Tail; "none": Head + Tail). Agent holds
+// the agent's values of the members the gateway replaced, Added the
+// members it added. Resolved lists, for a Responses request with a
+// previous_response_id, the message blobs of the items that id stood for
+// (earlier calls' input and output), which the fingerprint covers.
 type requestDoc struct {
 	Format   string                     `json:"format"`
 	Head     string                     `json:"head"`
@@ -741,6 +759,8 @@ type requestDoc struct {
 	Tail     string                     `json:"tail"`
 	Agent    map[string]json.RawMessage `json:"agent"`
 	Added    []string                   `json:"added"`
+	Items    itemsShape                 `json:"items,omitempty"`
+	Resolved []string                   `json:"resolved,omitempty"`
 }
 
 // knownBlobs remembers blob keys known to exist, so resent history is not

@@ -47,7 +47,7 @@ func BenchmarkStreamRelay(b *testing.B) {
 			b.ReportAllocs()
 			for i := range b.N {
 				w := httptest.NewRecorder()
-				c := g.newCall(w, httptest.NewRequest(http.MethodPost, "/gw/t/v1/chat/completions", nil), routeChat)
+				c := g.newCall(w, httptest.NewRequest(http.MethodPost, "/gw/t/v1/chat/completions", nil), routeChat, chatSpec{})
 				c.rec.RolloutID = &rollout
 				c.fwd = &forwarded{}
 				c.stream(&http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"text/event-stream"}},

@@ -20,28 +20,88 @@ type member struct {
 	val []byte
 }
 
-// chatRequest is a parsed chat completion request. Only what the gateway
+// request is a parsed request of any protocol. Only what the gateway
 // changes or records is interpreted; every other member, at any depth,
 // keeps its bytes (SPEC §6.1: what real clients send passes untouched).
-type chatRequest struct {
+type request struct {
 	members []member
-	// messages holds each message in canonical JSON (RFC 8785): the form
-	// forwarded, hashed and stored, so a stored request rebuilds byte for
-	// byte. Canonical form keeps every member and value; only key order,
-	// whitespace and number spelling are normalised.
+	// itemsKey is the member holding the conversation: "messages" (chat,
+	// Messages) or "input" (Responses).
+	itemsKey string
+	// shape is how that member is written.
+	shape itemsShape
+	// messages holds each item of the conversation (a message, an input
+	// item) in canonical JSON (RFC 8785): the form forwarded, hashed and
+	// stored, so a stored request rebuilds byte for byte. Canonical form
+	// keeps every member and value; only key order, whitespace and number
+	// spelling are normalised.
 	messages [][]byte
-	// consumed are the tool_call_id of the role "tool" messages.
+	// consumed are the tool-call ids the items answer: the tool_call_id
+	// of chat's role "tool" messages, the call_id of Responses'
+	// function_call_output items.
 	consumed []string
 	stream   bool
 	// model is the model the agent asked for, nil when none.
 	model *string
+	// previous is a Responses request's previous_response_id, "" when
+	// none; resolved are the canonical items it stands for (the earlier
+	// calls' input and output), resolved by the gateway.
+	previous string
+	resolved [][]byte
 }
 
-// parseChatRequest parses a request body: one JSON object without
-// duplicate members, whose messages are an array of I-JSON objects. It
+// itemsShape is how a request carries its conversation member.
+type itemsShape string
+
+const (
+	// itemsArray: an array of items, each stored as a message blob.
+	itemsArray itemsShape = ""
+	// itemsValue: one value that is not an array (Responses' string
+	// input), stored as one message blob.
+	itemsValue itemsShape = "value"
+	// itemsNone: the member is absent.
+	itemsNone itemsShape = "none"
+)
+
+// itemRules say how a protocol's request carries its conversation.
+type itemRules struct {
+	// key is the member holding the items.
+	key string
+	// optional: the member may be absent; else it is required.
+	optional bool
+	// value: the member may be a string instead of an array.
+	value bool
+	// watch names up to two top-level members of each item that consumed
+	// reads.
+	watch [2]string
+	// consumed returns the tool-call ids an item answers, given the raw
+	// values of the watched members (nil when absent) and the item in
+	// canonical form.
+	consumed func(vals [2][]byte, item []byte) []string
+}
+
+// chatItems: chat's messages, whose role "tool" messages answer the tool
+// call named by tool_call_id.
+var chatItems = itemRules{key: "messages", watch: [2]string{"role", "tool_call_id"},
+	consumed: func(vals [2][]byte, _ []byte) []string {
+		role, callID := vals[0], vals[1]
+		if string(role) == `"tool"` && len(callID) > 0 && callID[0] == '"' {
+			if id, err := jcs.NewWalker(callID).String(0, len(callID)); err == nil {
+				return []string{id}
+			}
+		}
+		return nil
+	}}
+
+// parseChatRequest parses a chat completion request body (see
+// parseRequest).
+func parseChatRequest(body []byte) (*request, *apiError) { return parseRequest(body, chatItems) }
+
+// parseRequest parses a request body: one JSON object without duplicate
+// members, whose items (rules.key) are an array of I-JSON objects. It
 // reads the body in place (jcs.Walker) once validJSON has accepted it,
-// and canonicalizes each message in one pass.
-func parseChatRequest(body []byte) (*chatRequest, *apiError) {
+// and canonicalizes each item in one pass.
+func parseRequest(body []byte, rules itemRules) (*request, *apiError) {
 	if !utf8.Valid(body) {
 		return nil, errInvalid("", "The request body is not valid UTF-8.")
 	}
@@ -52,7 +112,7 @@ func parseChatRequest(body []byte) (*chatRequest, *apiError) {
 	if start := w.Space(0); body[start] != '{' {
 		return nil, errInvalid("", "The request body must be a JSON object.")
 	}
-	req := &chatRequest{}
+	req := &request{itemsKey: rules.key}
 	var (
 		dup  *apiError
 		seen map[string]bool // past a few members, to find duplicates
@@ -84,13 +144,23 @@ func parseChatRequest(body []byte) (*chatRequest, *apiError) {
 	case err != nil: // validJSON accepted it: not expected
 		return nil, errInvalid("", "The request body is not valid JSON.")
 	}
-	msgs, ok := req.get("messages")
-	if !ok {
-		return nil, &apiError{Status: 400, Code: "missing_required_parameter", Param: "messages",
-			Message: "Missing required parameter: 'messages'."}
-	}
-	if e := req.readMessages(msgs); e != nil {
-		return nil, e
+	msgs, ok := req.get(rules.key)
+	switch {
+	case !ok && rules.optional:
+		req.shape = itemsNone
+	case !ok:
+		return nil, &apiError{Status: 400, Code: "missing_required_parameter", Param: rules.key,
+			Message: fmt.Sprintf("Missing required parameter: '%s'.", rules.key)}
+	case rules.value && msgs[0] == '"':
+		c, err := jcs.Canonicalize(msgs)
+		if err != nil {
+			return nil, errInvalid(rules.key, fmt.Sprintf("'%s' is not I-JSON (RFC 7493): %v", rules.key, err))
+		}
+		req.shape, req.messages = itemsValue, [][]byte{c}
+	default:
+		if e := req.readMessages(msgs, rules); e != nil {
+			return nil, e
+		}
 	}
 	if v, ok := req.get("stream"); ok {
 		switch string(v) {
@@ -123,11 +193,14 @@ var errStop = errors.New("stop")
 // canonicalizers recycle the message canonicalizers' buffers.
 var canonicalizers = sync.Pool{New: func() any { return &jcs.Canonicalizer{Checked: true} }}
 
-// readMessages canonicalizes each message of the array msgs, a JSON value,
-// into one buffer, and notes the tool_call_id each tool message consumes.
-func (r *chatRequest) readMessages(msgs []byte) *apiError {
+// readMessages canonicalizes each item of the array msgs, a JSON value,
+// into one buffer, and notes the tool-call ids each item consumes.
+func (r *request) readMessages(msgs []byte, rules itemRules) *apiError {
 	if msgs[0] != '[' {
-		return errInvalid("messages", "'messages' must be an array of message objects.")
+		if rules.value {
+			return errInvalid(rules.key, fmt.Sprintf("'%s' must be a string or an array of item objects.", rules.key))
+		}
+		return errInvalid(rules.key, fmt.Sprintf("'%s' must be an array of message objects.", rules.key))
 	}
 	canon := canonicalizers.Get().(*jcs.Canonicalizer)
 	defer canonicalizers.Put(canon)
@@ -138,22 +211,23 @@ func (r *chatRequest) readMessages(msgs []byte) *apiError {
 		bad  *apiError
 	)
 	_, err := w.Elements(0, func(start int) (int, error) {
-		param := "messages[" + strconv.Itoa(len(ends)) + "]"
+		param := rules.key + "[" + strconv.Itoa(len(ends)) + "]"
 		if msgs[start] != '{' {
 			bad = errInvalid(param, fmt.Sprintf("'%s' must be an object.", param))
 			return start, errStop
 		}
-		var role, callID []byte
+		var vals [2][]byte
 		var (
 			end int
 			err error
 		)
+		from := len(buf)
 		buf, end, err = canon.AppendValue(buf, msgs, start, func(name string, vs, ve int) error {
 			switch name {
-			case "role":
-				role = msgs[vs:ve]
-			case "tool_call_id":
-				callID = msgs[vs:ve]
+			case rules.watch[0]:
+				vals[0] = msgs[vs:ve]
+			case rules.watch[1]:
+				vals[1] = msgs[vs:ve]
 			}
 			return nil
 		})
@@ -165,19 +239,14 @@ func (r *chatRequest) readMessages(msgs []byte) *apiError {
 			return end, errStop
 		}
 		ends = append(ends, len(buf))
-		if string(role) == `"tool"` && len(callID) > 0 && callID[0] == '"' {
-			id, err := jcs.NewWalker(callID).String(0, len(callID))
-			if err == nil {
-				r.consumed = append(r.consumed, id)
-			}
-		}
+		r.consumed = append(r.consumed, rules.consumed(vals, buf[from:])...)
 		return end, nil
 	})
 	switch {
 	case bad != nil:
 		return bad
 	case err != nil: // validJSON accepted it: not expected
-		return errInvalid("messages", "'messages' must be an array of message objects.")
+		return errInvalid(rules.key, fmt.Sprintf("'%s' must be an array of message objects.", rules.key))
 	}
 	r.messages = make([][]byte, len(ends))
 	from := 0
@@ -221,12 +290,12 @@ func syntaxError(body []byte) *apiError {
 	return errInvalid("", "The request body is not valid JSON.")
 }
 
-func (r *chatRequest) has(key string) bool {
+func (r *request) has(key string) bool {
 	_, ok := r.get(key)
 	return ok
 }
 
-func (r *chatRequest) get(key string) ([]byte, bool) {
+func (r *request) get(key string) ([]byte, bool) {
 	for _, m := range r.members {
 		if m.key == key {
 			return m.val, true
@@ -238,9 +307,11 @@ func (r *chatRequest) get(key string) ([]byte, bool) {
 // forwarded is a request as the gateway sends it upstream.
 type forwarded struct {
 	body []byte
-	// head and tail surround the messages array in body: body is head +
-	// "[" + messages joined by "," + "]" + tail.
+	// head and tail surround the items in body: body is head + "[" +
+	// items joined by "," + "]" + tail (shape itemsArray), head + the one
+	// item + tail (itemsValue), or head alone (itemsNone).
 	head, tail []byte
+	shape      itemsShape
 	// agent holds the values the agent sent for members the gateway
 	// replaced; absent lists those it added.
 	agent  map[string]json.RawMessage
@@ -251,10 +322,36 @@ type forwarded struct {
 	clientUsage bool
 }
 
-// forward builds the upstream request for policy p: the policy's model,
-// its sampling overrides, token capture, and for streams
+// forward builds the chat upstream request for policy p: the policy's
+// model, its sampling overrides, token capture, and for streams
 // stream_options.include_usage = true.
-func (r *chatRequest) forward(p Policy) *forwarded {
+func (r *request) forward(p Policy) *forwarded {
+	return r.rewrite(func(f *forwarded, set func(key string, val []byte)) {
+		model, _ := json.Marshal(p.Model)
+		set("model", model)
+		for _, k := range sortedKeys(p.SamplingOverrides) {
+			set(k, p.SamplingOverrides[k])
+		}
+		if p.CaptureTokens {
+			set("logprobs", []byte("true"))
+			set("return_token_ids", []byte("true"))
+		}
+		if r.stream {
+			opts, _ := r.get("stream_options")
+			val, asked := withIncludeUsage(opts)
+			f.clientUsage = asked
+			if !asked {
+				set("stream_options", val)
+			}
+		}
+	})
+}
+
+// rewrite builds a forwarded request: edit sets (replaces or adds) the
+// members the gateway changes, remembering the agent's values; every
+// other member keeps its place and bytes, and the items are written in
+// canonical form.
+func (r *request) rewrite(edit func(f *forwarded, set func(key string, val []byte))) *forwarded {
 	f := &forwarded{members: slices.Clone(r.members), agent: map[string]json.RawMessage{}}
 	set := func(key string, val []byte) {
 		for i, m := range f.members {
@@ -269,23 +366,7 @@ func (r *chatRequest) forward(p Policy) *forwarded {
 		f.absent = append(f.absent, key)
 		f.members = append(f.members, member{key: key, val: val})
 	}
-	model, _ := json.Marshal(p.Model)
-	set("model", model)
-	for _, k := range sortedKeys(p.SamplingOverrides) {
-		set(k, p.SamplingOverrides[k])
-	}
-	if p.CaptureTokens {
-		set("logprobs", []byte("true"))
-		set("return_token_ids", []byte("true"))
-	}
-	if r.stream {
-		opts, _ := r.get("stream_options")
-		val, asked := withIncludeUsage(opts)
-		f.clientUsage = asked
-		if !asked {
-			set("stream_options", val)
-		}
-	}
+	edit(f, set)
 	var b bytes.Buffer
 	b.Grow(64 + len(f.members)*32 + r.size())
 	b.WriteByte('{')
@@ -296,21 +377,30 @@ func (r *chatRequest) forward(p Policy) *forwarded {
 		}
 		writeKey(&b, m.key)
 		b.WriteByte(':')
-		if m.key != "messages" {
+		if m.key != r.itemsKey {
 			b.Write(m.val)
 			continue
 		}
 		start = b.Len()
-		writeMessages(&b, r.messages)
+		if r.shape == itemsValue {
+			b.Write(r.messages[0])
+		} else {
+			writeMessages(&b, r.messages)
+		}
 		end = b.Len()
 	}
 	b.WriteByte('}')
 	f.body = b.Bytes()
+	f.shape = r.shape
+	if start < 0 {
+		f.head = f.body
+		return f
+	}
 	f.head, f.tail = f.body[:start], f.body[end:]
 	return f
 }
 
-func (r *chatRequest) size() int {
+func (r *request) size() int {
 	n := 0
 	for _, m := range r.members {
 		n += len(m.key) + len(m.val)

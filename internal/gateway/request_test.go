@@ -235,7 +235,7 @@ func TestParseChatRequest_SameAsReference(t *testing.T) {
 
 // sameAsReference fails t unless req and e are what referenceParse makes
 // of body.
-func sameAsReference(t *testing.T, body []byte, req *chatRequest, e *apiError) {
+func sameAsReference(t *testing.T, body []byte, req *request, e *apiError) {
 	t.Helper()
 	want, we := referenceParse(body)
 	switch {
@@ -255,7 +255,7 @@ func sameAsReference(t *testing.T, body []byte, req *chatRequest, e *apiError) {
 
 // referenceParse is parseChatRequest written plainly with encoding/json and
 // jcs.Canonicalize: slower, and the oracle the fast one is held to.
-func referenceParse(body []byte) (*chatRequest, *apiError) {
+func referenceParse(body []byte) (*request, *apiError) {
 	if !utf8.Valid(body) {
 		return nil, errInvalid("", "The request body is not valid UTF-8.")
 	}
@@ -266,7 +266,7 @@ func referenceParse(body []byte) (*chatRequest, *apiError) {
 	if tok, _ := dec.Token(); tok != json.Delim('{') {
 		return nil, errInvalid("", "The request body must be a JSON object.")
 	}
-	req := &chatRequest{}
+	req := &request{itemsKey: "messages"}
 	seen := map[string]bool{}
 	for dec.More() {
 		tok, _ := dec.Token()

@@ -21,8 +21,8 @@ import (
 // upstream is a configured Upstream with its HTTP client.
 type upstream struct {
 	Upstream
-	completions string // BaseURL + "/chat/completions"
-	client      *http.Client
+	base   string // BaseURL without a trailing slash
+	client *http.Client
 }
 
 // errPrivateTarget is the dial error for a refused address.
@@ -33,7 +33,8 @@ func newUpstream(u Upstream, headerTimeout time.Duration) (*upstream, error) {
 		return nil, fmt.Errorf("upstream %s: %w", u.Name, err)
 	}
 	base, _ := url.Parse(u.BaseURL)
-	base.Path = strings.TrimRight(base.Path, "/") + "/chat/completions"
+	base.Path = strings.TrimRight(base.Path, "/")
+	base.RawPath = ""
 	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
 	if !u.AllowPrivate {
 		// Control runs for the address actually dialled, after DNS
@@ -69,7 +70,7 @@ func newUpstream(u Upstream, headerTimeout time.Duration) (*upstream, error) {
 		// with the upstream's key.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
-	return &upstream{Upstream: u, completions: base.String(), client: client}, nil
+	return &upstream{Upstream: u, base: base.String(), client: client}, nil
 }
 
 // cgnat is the shared address space of RFC 6598, reachable only inside a
@@ -91,9 +92,10 @@ func PublicAddr(a netip.Addr) bool {
 	return true
 }
 
-// post sends a chat completion request upstream.
-func (u *upstream) post(ctx context.Context, body []byte, stream bool) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.completions, bytes.NewReader(body))
+// post sends a request of protocol p upstream, to its path under the
+// base URL.
+func (u *upstream) post(ctx context.Context, p Protocol, body []byte, stream bool) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.base+p.Path(), bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}

@@ -52,11 +52,11 @@ func TestUpstream_RefusesPrivateTargetsUnlessAllowed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := u.post(context.Background(), []byte(`{}`), false); !errors.Is(err, errPrivateTarget) {
+	if _, err := u.post(context.Background(), ProtocolChat, []byte(`{}`), false); !errors.Is(err, errPrivateTarget) {
 		t.Fatalf("loopback target: %v", err)
 	}
 	u, _ = newUpstream(Upstream{Name: "x", BaseURL: ts.URL, AllowPrivate: true}, 0)
-	resp, err := u.post(context.Background(), []byte(`{}`), false)
+	resp, err := u.post(context.Background(), ProtocolChat, []byte(`{}`), false)
 	if err != nil {
 		t.Fatalf("allow_private: %v", err)
 	}
@@ -74,7 +74,7 @@ func TestUpstream_NeverFollowsRedirects(t *testing.T) {
 	ts := httptest.NewServer(mux)
 	defer ts.Close()
 	u, _ := newUpstream(Upstream{Name: "x", BaseURL: ts.URL + "/v1/", AllowPrivate: true, APIKey: "k"}, 0)
-	resp, err := u.post(context.Background(), []byte(`{}`), true)
+	resp, err := u.post(context.Background(), ProtocolChat, []byte(`{}`), true)
 	if err != nil {
 		t.Fatal(err)
 	}

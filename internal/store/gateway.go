@@ -74,8 +74,15 @@ type GatewayRecord struct {
 	// RolloutID is nil for production traffic (the policy endpoint).
 	RolloutID *string
 	ReplicaID string
-	Policy    *string
-	Upstream  *string
+	// Protocol is the call's wire protocol: "chat", "responses" or
+	// "messages" (SPEC §6.1); empty is written as "chat".
+	Protocol string
+	// ResponseID is the id of a Responses answer, which a later request
+	// of the same rollout may name as its previous_response_id; nil when
+	// none.
+	ResponseID *string
+	Policy     *string
+	Upstream   *string
 	// Model is the model forwarded upstream; RequestedModel what the
 	// agent asked for.
 	Model          *string
@@ -200,6 +207,10 @@ type GatewayStore interface {
 	StopReplica(ctx context.Context, replicaID string, drained bool) error
 	// GatewayCalls returns the rollout's records in sequence order.
 	GatewayCalls(ctx context.Context, tenantID, rolloutID string) ([]GatewayCall, error)
+	// GatewayCallByResponse returns the rollout's record whose Responses
+	// answer had the id responseID (the latest, should an upstream repeat
+	// one); ErrNotFound if none.
+	GatewayCallByResponse(ctx context.Context, tenantID, rolloutID, responseID string) (GatewayRecord, error)
 	// GatewayRequestedModels lists the distinct models the agent asked
 	// for in the rollout's durable records.
 	GatewayRequestedModels(ctx context.Context, rolloutID string) ([]string, error)

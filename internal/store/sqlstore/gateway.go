@@ -341,19 +341,21 @@ func (s *Store) RecordGateway(ctx context.Context, f store.GatewayFlush) error {
 			}
 			if _, err := tx.ExecContext(ctx, `INSERT INTO gateway_calls (id, tenant_id, rollout_id, agent_id, seq, replica_id,
 				policy, requested_model, status, counted, reason, stream, received_us, first_byte_us, done_us, request_blob,
-				response_blob, usage, cost_usd, fingerprint, emitted_ids, consumed_ids, upstream, model, total_tokens, arrival)
+				response_blob, usage, cost_usd, fingerprint, emitted_ids, consumed_ids, upstream, model, total_tokens, arrival,
+				protocol, response_id)
 				VALUES ($1, $2, $3, $4, `+seq+`, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21,
-				$22, $23, $24, $25)
+				$22, $23, $24, $25, $26, $27)
 				ON CONFLICT (id) DO UPDATE SET status = excluded.status, counted = excluded.counted, reason = excluded.reason,
 				first_byte_us = excluded.first_byte_us, done_us = excluded.done_us,
 				request_blob = COALESCE(excluded.request_blob, gateway_calls.request_blob),
 				response_blob = COALESCE(excluded.response_blob, gateway_calls.response_blob),
 				usage = excluded.usage, cost_usd = excluded.cost_usd, fingerprint = excluded.fingerprint,
-				emitted_ids = excluded.emitted_ids, consumed_ids = excluded.consumed_ids, total_tokens = excluded.total_tokens`,
+				emitted_ids = excluded.emitted_ids, consumed_ids = excluded.consumed_ids, total_tokens = excluded.total_tokens,
+				response_id = excluded.response_id`,
 				r.ID, r.TenantID, r.RolloutID, r.AgentID, r.ReplicaID, r.Policy, r.RequestedModel, r.Status, r.Counted,
 				r.Reason, r.Stream, store.Micros(r.ReceivedAt), microsPtr(r.FirstByteAt), microsPtr(r.DoneAt),
 				r.RequestBlob, r.ResponseBlob, e.usage, r.CostUSD, e.fp, e.emitted, e.consumed, r.Upstream, r.Model,
-				r.TotalTokens, int64(r.Arrival)); err != nil {
+				r.TotalTokens, int64(r.Arrival), protocolOf(r), r.ResponseID); err != nil {
 				return fmt.Errorf("insert gateway call: %w", err)
 			}
 		}
@@ -392,6 +394,14 @@ func (s *Store) RecordGateway(ctx context.Context, f store.GatewayFlush) error {
 	return nil
 }
 
+// protocolOf is a record's protocol, chat when unset.
+func protocolOf(r store.GatewayRecord) string {
+	if r.Protocol == "" {
+		return "chat"
+	}
+	return r.Protocol
+}
+
 func microsPtr(t *time.Time) any {
 	if t == nil {
 		return nil
@@ -422,7 +432,7 @@ func (s *Store) StopReplica(ctx context.Context, replicaID string, drained bool)
 
 const gatewayCallCols = `id, tenant_id, rollout_id, agent_id, seq, replica_id, policy, upstream, model, requested_model,
 	status, counted, reason, stream, received_us, first_byte_us, done_us, request_blob, response_blob, usage,
-	total_tokens, cost_usd, fingerprint, emitted_ids, consumed_ids, arrival`
+	total_tokens, cost_usd, fingerprint, emitted_ids, consumed_ids, arrival, protocol, response_id`
 
 func scanGatewayCall(row scanner) (store.GatewayCall, error) {
 	var (
@@ -437,7 +447,8 @@ func scanGatewayCall(row scanner) (store.GatewayCall, error) {
 	)
 	if err := row.Scan(&c.ID, &c.TenantID, &c.RolloutID, &c.AgentID, &c.Seq, &c.ReplicaID, &c.Policy, &c.Upstream,
 		&c.Model, &c.RequestedModel, &c.Status, &c.Counted, &c.Reason, &c.Stream, &received, &firstByte, &done,
-		&c.RequestBlob, &c.ResponseBlob, &usage, &tokens, &cost, &fp, &emitted, &consumed, &arrival); err != nil {
+		&c.RequestBlob, &c.ResponseBlob, &usage, &tokens, &cost, &fp, &emitted, &consumed, &arrival, &c.Protocol,
+		&c.ResponseID); err != nil {
 		return store.GatewayCall{}, err
 	}
 	c.ReceivedAt, c.FirstByteAt, c.DoneAt = store.FromMicros(received), timePtr(firstByte), timePtr(done)
@@ -483,6 +494,18 @@ func (s *Store) GatewayCalls(ctx context.Context, tenantID, rolloutID string) ([
 		out = append(out, c)
 	}
 	return out, rows.Err()
+}
+
+// GatewayCallByResponse returns the rollout's latest record whose
+// Responses answer had the id responseID.
+func (s *Store) GatewayCallByResponse(ctx context.Context, tenantID, rolloutID, responseID string) (store.GatewayRecord, error) {
+	c, err := scanGatewayCall(s.reader.QueryRowContext(ctx, `SELECT `+gatewayCallCols+` FROM gateway_calls
+		WHERE tenant_id = $1 AND rollout_id = $2 AND response_id = $3 ORDER BY received_us DESC, arrival DESC, seq DESC LIMIT 1`,
+		tenantID, rolloutID, responseID))
+	if err != nil {
+		return store.GatewayRecord{}, fmt.Errorf("gateway call by response: %w", notFound("gateway call", err))
+	}
+	return c.GatewayRecord, nil
 }
 
 // GatewayRequestedModels lists the distinct models asked for in the

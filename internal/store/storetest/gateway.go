@@ -20,6 +20,7 @@ func runGateway(t *testing.T, open Opener) {
 	t.Run("GatewayAccess", func(t *testing.T) { t.Parallel(); testGatewayAccess(t, open) })
 	t.Run("TouchGateway", func(t *testing.T) { t.Parallel(); testTouchGateway(t, open) })
 	t.Run("RecordGateway", func(t *testing.T) { t.Parallel(); testRecordGateway(t, open) })
+	t.Run("GatewayProtocolAndResponseID", func(t *testing.T) { t.Parallel(); testGatewayProtocolAndResponseID(t, open) })
 	t.Run("GatewayCallsInOrderOfArrival", func(t *testing.T) { t.Parallel(); testGatewayCallsInOrderOfArrival(t, open) })
 	t.Run("GatewayLeaseExtension", func(t *testing.T) { t.Parallel(); testGatewayLeaseExtension(t, open) })
 	t.Run("SealGateway", func(t *testing.T) { t.Parallel(); testSealGateway(t, open) })
@@ -149,7 +150,7 @@ func testTouchGateway(t *testing.T, open Opener) {
 }
 
 func gwRecord(id, tenantID, rolloutID string, counted bool) store.GatewayRecord {
-	rec := store.GatewayRecord{ID: id, TenantID: tenantID, AgentID: "agent-1", ReplicaID: "replica-a", Status: 200, Counted: counted,
+	rec := store.GatewayRecord{ID: id, TenantID: tenantID, AgentID: "agent-1", ReplicaID: "replica-a", Protocol: "chat", Status: 200, Counted: counted,
 		Stream: true, ReceivedAt: us(Start), Policy: ptr("p1"), Upstream: ptr("u"), Model: ptr("served"), RequestedModel: ptr("asked")}
 	if rolloutID != "" {
 		rec.RolloutID = &rolloutID
@@ -219,6 +220,45 @@ func testRecordGateway(t *testing.T, open Opener) {
 	if err != nil || in.Completions != 2 || in.Recorded != 2 {
 		t.Errorf("GradingInput counts %d/%d %v", in.Completions, in.Recorded, err)
 	}
+}
+
+// testGatewayProtocolAndResponseID: each record keeps its protocol (an
+// unset one is chat) and its Responses answer id, and a response id is
+// found only among the records of its own rollout and tenant.
+func testGatewayProtocolAndResponseID(t *testing.T, open Opener) {
+	f := newRolloutFixture(t, open, 2)
+	ctx := t.Context()
+	f.batch(t, store.NewBatch{})
+	r, _ := f.claimOne(t, "proto")
+	r2, _ := f.claimOne(t, "proto2")
+	unset := gwRecord("0190b7a0-0000-7000-8000-000000000011", f.tenant.ID, r.ID, true)
+	unset.Protocol = ""
+	resp := gwRecord("0190b7a0-0000-7000-8000-000000000012", f.tenant.ID, r.ID, true)
+	resp.Protocol, resp.ResponseID, resp.ReceivedAt = "responses", ptr("resp_1"), us(Start.Add(time.Second))
+	again := gwRecord("0190b7a0-0000-7000-8000-000000000013", f.tenant.ID, r.ID, false)
+	again.Protocol, again.ResponseID, again.ReceivedAt = "responses", ptr("resp_1"), us(Start.Add(2*time.Second))
+	other := gwRecord("0190b7a0-0000-7000-8000-000000000014", f.tenant.ID, r2.ID, true)
+	other.Protocol, other.ResponseID = "responses", ptr("resp_2")
+	if err := f.s.RecordGateway(ctx, store.GatewayFlush{ReplicaID: "replica-a", Records: []store.GatewayRecord{unset, resp, again, other}}); err != nil {
+		t.Fatal(err)
+	}
+	calls, err := f.s.GatewayCalls(ctx, f.tenant.ID, r.ID)
+	if err != nil || len(calls) != 3 {
+		t.Fatalf("GatewayCalls = %+v %v", calls, err)
+	}
+	if calls[0].Protocol != "chat" || calls[0].ResponseID != nil || calls[1].Protocol != "responses" ||
+		calls[1].ResponseID == nil || *calls[1].ResponseID != "resp_1" {
+		t.Errorf("protocols %q %q, response ids %v %v", calls[0].Protocol, calls[1].Protocol, calls[0].ResponseID, calls[1].ResponseID)
+	}
+	got, err := f.s.GatewayCallByResponse(ctx, f.tenant.ID, r.ID, "resp_1")
+	if err != nil || got.ID != again.ID {
+		t.Errorf("GatewayCallByResponse(resp_1) = %s %v, want the latest record %s", got.ID, err, again.ID)
+	}
+	_, err = f.s.GatewayCallByResponse(ctx, f.tenant.ID, r.ID, "resp_2")
+	wantErr(t, "a response of another rollout", err, store.ErrNotFound)
+	stranger := mustTenant(t, f.s, "stranger")
+	_, err = f.s.GatewayCallByResponse(ctx, stranger.ID, r.ID, "resp_1")
+	wantErr(t, "a response of another tenant", err, store.ErrNotFound)
 }
 
 // testGatewayCallsInOrderOfArrival: a rollout's calls are numbered by

@@ -1,0 +1,129 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+)
+
+// Protocol is an LLM wire protocol the gateway serves and an upstream may
+// speak (SPEC §6.1). There is no translation between protocols: a call is
+// forwarded in the protocol it arrived in, to an upstream that speaks it.
+type Protocol string
+
+// The protocols, by the names gyre.yaml's protocols: and the recorded
+// calls' protocol use.
+const (
+	// ProtocolChat is OpenAI Chat Completions: POST /v1/chat/completions.
+	ProtocolChat Protocol = "chat"
+	// ProtocolResponses is the OpenAI Responses API: POST /v1/responses.
+	ProtocolResponses Protocol = "responses"
+	// ProtocolMessages is the Anthropic Messages API: POST /v1/messages.
+	ProtocolMessages Protocol = "messages"
+)
+
+// Protocols lists every protocol, in the order the docs name them.
+var Protocols = []Protocol{ProtocolChat, ProtocolResponses, ProtocolMessages}
+
+// DefaultProtocols are what an upstream that declares none speaks.
+var DefaultProtocols = []Protocol{ProtocolChat}
+
+// ParseProtocol returns the protocol named s, or an error naming the
+// known ones.
+func ParseProtocol(s string) (Protocol, error) {
+	for _, p := range Protocols {
+		if string(p) == s {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("unknown protocol %q (known: %s)", s, protocolList(Protocols))
+}
+
+// Path is the protocol's endpoint under an upstream's base URL (and under
+// a rollout's /gw/{token}/v1).
+func (p Protocol) Path() string {
+	switch p {
+	case ProtocolResponses:
+		return "/responses"
+	case ProtocolMessages:
+		return "/messages"
+	}
+	return "/chat/completions"
+}
+
+func protocolList(ps []Protocol) string {
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = string(p)
+	}
+	return strings.Join(s, ", ")
+}
+
+// protocolSpec is what differs between the gateway's protocols (SPEC
+// §6.1); everything else — authentication, budgets, policies, recording,
+// counting, reconciliation — is the same code for all of them. Chat
+// Completions is one implementation (chatSpec), the Responses API another
+// (responsesSpec).
+type protocolSpec interface {
+	// protocol names it.
+	protocol() Protocol
+	// parse reads and checks a request body: its members, its item array
+	// (messages, input) in canonical form, the tool-call ids the items
+	// consume, the model asked for and whether it streams.
+	parse(body []byte) (*request, *apiError)
+	// forward builds the upstream request for policy p: the policy's
+	// model, its sampling overrides under this protocol's parameter
+	// names, token capture and the stream options usage needs.
+	forward(r *request, p Policy) *forwarded
+	// readAnswer reads a whole 2xx answer: the tool-call ids it emitted,
+	// its usage and, if it cannot count although delivered (an answer the
+	// protocol marks unfinished), why.
+	readAnswer(body []byte) answerFacts
+	// relay relays a streamed 2xx answer event by event and finishes the
+	// call: it counts when the protocol's final event was delivered.
+	relay(c *call, resp *http.Response)
+	// tokens reads a usage object: input tokens (cached ones included),
+	// cached input tokens, output tokens and the total.
+	tokens(usage json.RawMessage) (tokenCounts, bool)
+	// fingerprint derives the call's fingerprint from what was forwarded.
+	fingerprint(b *bodyParts) CallFingerprint
+	// writeError answers an error in the protocol's error shape.
+	writeError(w http.ResponseWriter, e *apiError)
+}
+
+// answerFacts are what the gateway reads from a whole answer.
+type answerFacts struct {
+	emitted []string
+	usage   json.RawMessage
+	// notCounted is why a delivered answer does not count; "" counts.
+	notCounted string
+	// responseID is the answer's id when the protocol lets later
+	// requests refer to it (Responses' previous_response_id).
+	responseID string
+}
+
+// tokenCounts are a usage object's token counts, as cost and budgets read
+// them.
+type tokenCounts struct {
+	input, cached, output, total int64
+}
+
+// specFor returns the implementation of a protocol, nil for one the
+// gateway does not serve yet (its routes answer 404
+// unsupported_endpoint).
+func specFor(p Protocol) protocolSpec {
+	switch p {
+	case ProtocolChat:
+		return chatSpec{}
+	}
+	return nil
+}
+
+// errUnsupportedProtocol refuses a call on a protocol the policy's
+// upstream does not speak: there is no silent translation (SPEC §6.1).
+func errUnsupportedProtocol(p Protocol, up *upstream) *apiError {
+	return &apiError{Status: http.StatusBadRequest, Code: CodeUnsupportedProtocol,
+		Message: fmt.Sprintf("The policy routes to upstream %q, which speaks %s, not %s; the gateway does not translate between protocols.",
+			up.Name, protocolList(up.speaks()), p)}
+}
