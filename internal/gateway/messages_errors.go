@@ -55,17 +55,21 @@ type anthropicErrorJSON struct {
 	Pointer string `json:"pointer,omitempty"`
 }
 
-// pointer is the JSON pointer of the member at fault: Params of the
-// Messages parser are pointers already; the shared checks name a
-// top-level member.
+// pointer is the JSON pointer of the member at fault: Param names a
+// top-level member, or an element of one as "messages[2]".
 func (e *apiError) pointer() string {
-	switch {
-	case e.Param == "":
+	if e.Param == "" {
 		return ""
-	case strings.HasPrefix(e.Param, "/"):
-		return e.Param
 	}
-	return "/" + jcs.EscapePointerToken(e.Param)
+	key, rest, _ := strings.Cut(e.Param, "[")
+	ptr := "/" + jcs.EscapePointerToken(key)
+	for rest != "" {
+		var idx string
+		idx, rest, _ = strings.Cut(rest, "]")
+		ptr += "/" + idx
+		rest = strings.TrimPrefix(rest, "[")
+	}
+	return ptr
 }
 
 // anthropicBody is e in the Anthropic error shape.
@@ -98,16 +102,36 @@ func writeAnthropicError(w http.ResponseWriter, e *apiError, requestID string) {
 	_, _ = w.Write(append(e.anthropicBody(requestID), '\n'))
 }
 
-// WriteAnthropicError answers an Anthropic-shaped error, for the API
-// server, which authenticates the Messages policy endpoint.
-func WriteAnthropicError(w http.ResponseWriter, status int, code, message, requestID string) {
-	writeAnthropicError(w, &apiError{Status: status, Code: code, Message: message}, requestID)
-}
-
 // anthropicErrorEvent is a Messages stream's error event, which Anthropic
 // SDKs raise as an error.
-func anthropicErrorEvent(code, message string) []byte {
-	e := &apiError{Status: http.StatusBadGateway, Code: code, Message: message}
+func anthropicErrorEvent(e *apiError) []byte {
 	b := append([]byte("event: error\ndata: "), e.anthropicBody("")...)
 	return append(b, '\n', '\n')
+}
+
+// requestID is the id an Anthropic-shaped error names: the API server's
+// X-Request-Id of the request, already set on the answer, so that the id
+// an agent logs finds the server's log lines.
+func requestID(w http.ResponseWriter) string {
+	return w.Header().Get("X-Request-Id")
+}
+
+// WriteProtocolError answers an error in protocol p's shape: Anthropic's
+// for Messages, OpenAI's otherwise. It is exported for the API server,
+// which checks gateway routes and authenticates the policy endpoint.
+func WriteProtocolError(w http.ResponseWriter, p Protocol, status int, code, message string) {
+	writeProtocolError(w, p, &apiError{Status: status, Code: code, Message: message})
+}
+
+// WriteProtocolRateLimited is WriteRateLimited in protocol p's shape.
+func WriteProtocolRateLimited(w http.ResponseWriter, p Protocol, retryAfterSeconds int) {
+	writeProtocolError(w, p, rateLimited(retryAfterSeconds))
+}
+
+func writeProtocolError(w http.ResponseWriter, p Protocol, e *apiError) {
+	if p == ProtocolMessages {
+		writeAnthropicError(w, e, requestID(w))
+		return
+	}
+	writeAPIError(w, e)
 }

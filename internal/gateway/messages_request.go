@@ -6,9 +6,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"slices"
 	"strconv"
-	"unicode/utf8"
 
 	"github.com/gyrehq/gyre/internal/jcs"
 )
@@ -20,21 +20,24 @@ import (
 // model asked for. Only what the gateway changes or records is
 // interpreted; every other member, at any depth, keeps its bytes.
 
+// messagesItems: the Messages API's messages, whose user turns answer
+// tool_use blocks with tool_result blocks naming their tool_use_id.
+var messagesItems = itemRules{key: "messages", watch: [2]string{"role", "content"},
+	consumed: func(vals [2][]byte, _ []byte) []string {
+		role, content := vals[0], vals[1]
+		if string(role) != `"user"` || len(content) == 0 || content[0] != '[' {
+			return nil
+		}
+		return toolResultIDs(content)
+	}}
+
 // parseMessagesRequest parses a Messages request body: one JSON object
 // without duplicate members, whose messages are an array of I-JSON
 // objects and whose system, when present, is a string or an array of text
-// blocks. Params of its errors are JSON pointers.
-func parseMessagesRequest(body []byte) (*chatRequest, *apiError) {
-	members, e := splitMembers(body)
+// blocks.
+func parseMessagesRequest(body []byte) (*request, *apiError) {
+	req, e := parseRequest(body, messagesItems)
 	if e != nil {
-		return nil, e
-	}
-	req := &chatRequest{members: members}
-	msgs, ok := req.get("messages")
-	if !ok {
-		return nil, errInvalid("/messages", "messages: Field required.")
-	}
-	if e := req.readAnthropicMessages(msgs); e != nil {
 		return nil, e
 	}
 	if v, ok := req.get("system"); ok {
@@ -42,68 +45,7 @@ func parseMessagesRequest(body []byte) (*chatRequest, *apiError) {
 			return nil, e
 		}
 	}
-	if v, ok := req.get("stream"); ok {
-		switch string(v) {
-		case "true":
-			req.stream = true
-		case "false", "null":
-		default:
-			return nil, errInvalid("/stream", "stream: Input should be a valid boolean.")
-		}
-	}
-	if v, ok := req.get("model"); ok && !isNull(v) {
-		m, err := jsonString(v)
-		if err != nil {
-			return nil, errInvalid("/model", "model: Input should be a valid string.")
-		}
-		req.model = &m
-	}
 	return req, nil
-}
-
-// splitMembers reads a request body into its top-level members, refusing
-// what is not one JSON object of UTF-8 text without duplicate members.
-// Params of its errors are JSON pointers.
-func splitMembers(body []byte) ([]member, *apiError) {
-	if !utf8.Valid(body) {
-		return nil, errInvalid("", "The request body is not valid UTF-8.")
-	}
-	if !validJSON(body) {
-		e := syntaxError(body)
-		if e.Param != "" {
-			e.Param = "/" + jcs.EscapePointerToken(e.Param)
-		}
-		return nil, e
-	}
-	w := jcs.NewWalker(body)
-	if start := w.Space(0); body[start] != '{' {
-		return nil, errInvalid("", "The request body must be a JSON object.")
-	}
-	var (
-		members []member
-		seen    = map[string]bool{}
-		dup     *apiError
-	)
-	_, err := w.Members(0, func(key string, start int) (int, error) {
-		end, err := w.Skip(start)
-		if err != nil {
-			return end, err
-		}
-		if seen[key] {
-			dup = errInvalid("/"+jcs.EscapePointerToken(key), fmt.Sprintf("Member %q appears more than once.", key))
-			return end, errStop
-		}
-		seen[key] = true
-		members = append(members, member{key: key, val: body[start:end]})
-		return end, nil
-	})
-	switch {
-	case dup != nil:
-		return nil, dup
-	case err != nil: // validJSON accepted it: not expected
-		return nil, errInvalid("", "The request body is not valid JSON.")
-	}
-	return members, nil
 }
 
 // jsonString decodes a JSON string value.
@@ -123,20 +65,20 @@ func checkSystem(v []byte) *apiError {
 		return nil
 	case '[':
 	default:
-		return errInvalid("/system", "system: Input should be a valid string or a list of text blocks.")
+		return errInvalid("system", "'system' must be a string or an array of text blocks.")
 	}
 	w := jcs.NewWalker(v)
 	var bad *apiError
 	i := 0
 	_, err := w.Elements(0, func(start int) (int, error) {
-		ptr := "/system/" + strconv.Itoa(i)
+		param := "system[" + strconv.Itoa(i) + "]"
 		i++
 		end, err := w.Skip(start)
 		if err != nil {
 			return end, err
 		}
 		if typ, ok := blockType(v[start:end]); !ok || typ != "text" {
-			bad = errInvalid(ptr, fmt.Sprintf("system.%d: Input should be a text block ({\"type\":\"text\",\"text\":…}).", i-1))
+			bad = errInvalid(param, fmt.Sprintf("'%s' must be a text block ({\"type\":\"text\",\"text\":…}).", param))
 			return end, errStop
 		}
 		return end, nil
@@ -145,7 +87,7 @@ func checkSystem(v []byte) *apiError {
 		return bad
 	}
 	if err != nil {
-		return errInvalid("/system", "system: Input should be a valid string or a list of text blocks.")
+		return errInvalid("system", "'system' must be a string or an array of text blocks.")
 	}
 	return nil
 }
@@ -166,68 +108,6 @@ func blockType(b []byte) (string, bool) {
 		return end, err
 	})
 	return typ, err == nil && found
-}
-
-// readAnthropicMessages canonicalizes each message of the array msgs into
-// one buffer and notes the tool_use_id each tool_result block of a user
-// message answers.
-func (r *chatRequest) readAnthropicMessages(msgs []byte) *apiError {
-	if msgs[0] != '[' {
-		return errInvalid("/messages", "messages: Input should be a valid list.")
-	}
-	canon := canonicalizers.Get().(*jcs.Canonicalizer)
-	defer canonicalizers.Put(canon)
-	w := jcs.NewWalker(msgs)
-	var (
-		buf  = make([]byte, 0, len(msgs)+len(msgs)/8)
-		ends []int
-		bad  *apiError
-	)
-	_, err := w.Elements(0, func(start int) (int, error) {
-		ptr := "/messages/" + strconv.Itoa(len(ends))
-		if msgs[start] != '{' {
-			bad = errInvalid(ptr, fmt.Sprintf("messages.%d: Input should be a valid dictionary.", len(ends)))
-			return start, errStop
-		}
-		var role, content []byte
-		var (
-			end int
-			err error
-		)
-		buf, end, err = canon.AppendValue(buf, msgs, start, func(name string, vs, ve int) error {
-			switch name {
-			case "role":
-				role = msgs[vs:ve]
-			case "content":
-				content = msgs[vs:ve]
-			}
-			return nil
-		})
-		if err != nil {
-			end, _ = w.Skip(start)
-			_, err = jcs.Canonicalize(msgs[start:end])
-			bad = errInvalid(ptr, fmt.Sprintf("messages.%d is not I-JSON (RFC 7493): %v", len(ends), err))
-			return end, errStop
-		}
-		ends = append(ends, len(buf))
-		if string(role) == `"user"` && len(content) > 0 && content[0] == '[' {
-			r.consumed = append(r.consumed, toolResultIDs(content)...)
-		}
-		return end, nil
-	})
-	switch {
-	case bad != nil:
-		return bad
-	case err != nil: // validJSON accepted it: not expected
-		return errInvalid("/messages", "messages: Input should be a valid list.")
-	}
-	r.messages = make([][]byte, len(ends))
-	from := 0
-	for i, to := range ends {
-		r.messages[i] = buf[from:to:to]
-		from = to
-	}
-	return nil
 }
 
 // toolResultIDs lists the tool_use_id of each tool_result block of a
@@ -389,54 +269,23 @@ func stopSequences(v json.RawMessage) (json.RawMessage, error) {
 // policy p: the policy's model and its sampling overrides mapped to
 // Messages parameters (MessagesOverrides). A policy whose overrides cannot
 // map is refused when it is created for an upstream that speaks Messages;
-// one created before its upstream did is refused here, never applied in
-// part. Token
-// capture does not apply: the Messages API returns no token ids. Streams
-// need nothing added, as Messages streams always carry usage.
-func (r *chatRequest) forwardMessages(p Policy) (*forwarded, error) {
-	overrides, _, err := MessagesOverrides(p.SamplingOverrides)
+// one created before its upstream did is refused here (f.refused), never
+// applied in part. Token capture does not apply: the Messages API returns
+// no token ids. Streams need nothing added, as Messages streams always
+// carry usage.
+func forwardMessages(r *request, p Policy) *forwarded {
+	overrides, key, err := MessagesOverrides(p.SamplingOverrides)
+	f := r.rewrite(func(f *forwarded, set func(key string, val []byte)) {
+		f.clientUsage = true
+		model, _ := json.Marshal(p.Model)
+		set("model", model)
+		for _, k := range sortedKeys(overrides) {
+			set(k, overrides[k])
+		}
+	})
 	if err != nil {
-		return nil, err
+		f.refused = &apiError{Status: http.StatusBadRequest, Code: CodeUnsupportedProtocol,
+			Message: fmt.Sprintf("Policy %q cannot serve the Messages API: its sampling_overrides key %q does not map (%v).", p.Name, key, err)}
 	}
-	f := &forwarded{members: slices.Clone(r.members), agent: map[string]json.RawMessage{}, clientUsage: true}
-	set := func(key string, val []byte) {
-		for i, m := range f.members {
-			if m.key == key {
-				if _, done := f.agent[key]; !done && !slices.Contains(f.absent, key) {
-					f.agent[key] = m.val
-				}
-				f.members[i].val = val
-				return
-			}
-		}
-		f.absent = append(f.absent, key)
-		f.members = append(f.members, member{key: key, val: val})
-	}
-	model, _ := json.Marshal(p.Model)
-	set("model", model)
-	for _, k := range sortedKeys(overrides) {
-		set(k, overrides[k])
-	}
-	var b bytes.Buffer
-	b.Grow(64 + len(f.members)*32 + r.size())
-	b.WriteByte('{')
-	start, end := -1, -1
-	for i, m := range f.members {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		writeKey(&b, m.key)
-		b.WriteByte(':')
-		if m.key != "messages" {
-			b.Write(m.val)
-			continue
-		}
-		start = b.Len()
-		writeMessages(&b, r.messages)
-		end = b.Len()
-	}
-	b.WriteByte('}')
-	f.body = b.Bytes()
-	f.head, f.tail = f.body[:start], f.body[end:]
-	return f, nil
+	return f
 }

@@ -46,15 +46,14 @@ type messagesUsageShape struct {
 	CacheCreationInputTokens *int64 `json:"cache_creation_input_tokens"`
 }
 
-// messagesTokens reads Messages usage: total tokens (every prompt token,
-// cached, written to the cache or neither, plus output) and the cost at
-// prices (nil without prices). Cache reads are priced as cached input,
-// cache writes as cache_creation_input, else as input. ok is false when
+// messagesTokens reads Messages usage: every prompt token (uncached,
+// read from the cache or written to it) as input, cache reads as cached,
+// cache writes as written, and the total with output. ok is false when
 // raw is not usage.
-func messagesTokens(raw json.RawMessage, prices *Prices) (total int64, cost *float64, ok bool) {
+func messagesTokens(raw json.RawMessage) (tokenCounts, bool) {
 	var u messagesUsageShape
 	if len(raw) == 0 || isNull(raw) || json.Unmarshal(raw, &u) != nil {
-		return 0, nil, false
+		return tokenCounts{}, false
 	}
 	v := func(p *int64) int64 {
 		if p == nil {
@@ -62,13 +61,10 @@ func messagesTokens(raw json.RawMessage, prices *Prices) (total int64, cost *flo
 		}
 		return max(*p, 0)
 	}
-	input, output, read, written := v(u.InputTokens), v(u.OutputTokens), v(u.CacheReadInputTokens), v(u.CacheCreationInputTokens)
-	total = input + read + written + output
-	if prices != nil {
-		c := prices.CostWithCacheWrites(input+read+written, read, written, output)
-		cost = &c
-	}
-	return total, cost, true
+	t := tokenCounts{cached: v(u.CacheReadInputTokens), written: v(u.CacheCreationInputTokens), output: v(u.OutputTokens)}
+	t.input = v(u.InputTokens) + t.cached + t.written
+	t.total = t.input + t.output
+	return t, true
 }
 
 // messagesEvent is what the gateway reads from one event of a Messages

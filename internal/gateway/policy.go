@@ -139,6 +139,13 @@ func NewPolicy(in PolicyInput, upstreams []Upstream, tenantName string) (Policy,
 		if len(p.SamplingOverrides) == 0 {
 			p.SamplingOverrides = nil
 		}
+		// An override is never dropped on the way: one that a protocol of
+		// the upstream has no parameter for is refused now.
+		if upstreams[i].Speaks(ProtocolMessages) {
+			if _, key, err := MessagesOverrides(p.SamplingOverrides); err != nil {
+				return p, bad("/sampling_overrides/"+jcs.EscapePointerToken(key), "%v; upstream %q speaks the Messages API", err, p.Upstream)
+			}
+		}
 	}
 	if len(in.Prices) > 0 && !isNull(in.Prices) {
 		var pr struct {

@@ -104,9 +104,11 @@ type answerFacts struct {
 }
 
 // tokenCounts are a usage object's token counts, as cost and budgets read
-// them.
+// them. written counts the input tokens written to a prompt cache
+// (Messages' cache_creation_input_tokens), priced apart; like cached ones
+// they are part of input.
 type tokenCounts struct {
-	input, cached, output, total int64
+	input, cached, written, output, total int64
 }
 
 // specFor returns the implementation of a protocol, nil for one the
@@ -116,6 +118,8 @@ func specFor(p Protocol) protocolSpec {
 	switch p {
 	case ProtocolChat:
 		return chatSpec{}
+	case ProtocolMessages:
+		return messagesSpec{}
 	}
 	return nil
 }
