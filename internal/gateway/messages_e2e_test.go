@@ -244,6 +244,26 @@ func TestMessages_ToolLoopWithTheAnthropicSDKIsCountedJoinedAndReconciled(t *tes
 					m.Content[0].Text != "It is sunny in Paris." || m.Usage.OutputTokens != 9 || m.Usage.InputTokens != 20 {
 					t.Errorf("stored stream %s (%v)", h.blob(*calls[1].ResponseBlob), err)
 				}
+				// The admin API reads them back: the agent's request (its
+				// model and max_tokens, before the swap), what was forwarded.
+				r := h.mustJSON(http.MethodGet, "/api/v1/rollouts/"+rr.RolloutID+"/calls", h.admin, "", http.StatusOK)
+				var read struct {
+					Items []struct {
+						Protocol  string          `json:"protocol"`
+						Request   map[string]any  `json:"request"`
+						Forwarded json.RawMessage `json:"forwarded"`
+						Response  map[string]any  `json:"response"`
+					} `json:"items"`
+				}
+				if err := json.Unmarshal(r.body, &read); err != nil || len(read.Items) != 2 {
+					t.Fatalf("calls %s (%v)", r.body, err)
+				}
+				for i, it := range read.Items {
+					if it.Protocol != "messages" || it.Request["model"] != "claude-agent-asked" || it.Request["max_tokens"] != 64.0 ||
+						string(it.Forwarded) != string(sent[i]) || it.Response["type"] != "message" {
+						t.Errorf("read back call %d: %+v", i+1, it)
+					}
+				}
 				var fp gateway.CallFingerprint
 				if err := json.Unmarshal(calls[0].Fingerprint, &fp); err != nil || string(fp.Sampling) != `{"max_tokens":512,"temperature":1}` ||
 					deref(fp.Tokenizer) != "claude-tok" || fp.ToolsSHA256 == nil || len(fp.PromptSHA256) != 64 {
