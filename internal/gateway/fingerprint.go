@@ -22,9 +22,9 @@ type CallFingerprint struct {
 	Tokenizer    *string         `json:"tokenizer"`
 }
 
-// callFingerprint derives a call's fingerprint from what was forwarded.
-// messages are already canonical, so the array's canonical form is their
-// concatenation.
+// callFingerprint derives a chat call's fingerprint from what was
+// forwarded. messages are already canonical, so the array's canonical
+// form is their concatenation.
 func callFingerprint(messages [][]byte, members []member, tokenizer *string) CallFingerprint {
 	h := sha256.New()
 	h.Write([]byte{'['})
@@ -35,11 +35,17 @@ func callFingerprint(messages [][]byte, members []member, tokenizer *string) Cal
 		h.Write(m)
 	}
 	h.Write([]byte{']'})
-	fp := CallFingerprint{PromptSHA256: hex.EncodeToString(h.Sum(nil)), Tokenizer: tokenizer}
+	return CallFingerprint{PromptSHA256: hex.EncodeToString(h.Sum(nil)), Tokenizer: tokenizer,
+		Sampling: samplingOf(members, FingerprintSamplingKeys), ToolsSHA256: toolsHash(members)}
+}
+
+// samplingOf is the canonical object of the members named by keys that
+// were forwarded with a non-null value.
+func samplingOf(members []member, keys []string) json.RawMessage {
 	var sampling bytes.Buffer
 	sampling.WriteByte('{')
 	n := 0
-	keys := slices.Clone(FingerprintSamplingKeys)
+	keys = slices.Clone(keys)
 	slices.SortFunc(keys, jcs.CompareKeys)
 	for _, k := range keys {
 		v, ok := memberValue(members, k)
@@ -59,13 +65,17 @@ func callFingerprint(messages [][]byte, members []member, tokenizer *string) Cal
 		sampling.Write(c)
 	}
 	sampling.WriteByte('}')
-	fp.Sampling = sampling.Bytes()
+	return sampling.Bytes()
+}
+
+// toolsHash is the SHA-256 of the canonical tools member, nil when none.
+func toolsHash(members []member) *string {
 	if v, ok := memberValue(members, "tools"); ok && !isNull(v) {
 		if s, err := jcs.Hash(v); err == nil {
-			fp.ToolsSHA256 = &s
+			return &s
 		}
 	}
-	return fp
+	return nil
 }
 
 func memberValue(ms []member, key string) ([]byte, bool) {

@@ -66,6 +66,9 @@ type Gateway struct {
 	tenants   sync.Map  // tenantID → name
 	limiter   *ratelimit.Limiter
 	tracer    trace.Tracer
+	// blobReader reads recorded bodies back, to resolve a Responses
+	// previous_response_id from a flushed record; nil when Blobs cannot.
+	blobReader BlobReader
 }
 
 // New returns a Gateway.
@@ -93,6 +96,9 @@ func New(cfg Config, d Deps) (*Gateway, error) {
 		g.upstreams[u.Name] = up
 	}
 	g.redact = newRedactor(cfg.Upstreams)
+	if br, ok := d.Blobs.(BlobReader); ok {
+		g.blobReader = br
+	}
 	g.rec = newRecorder(d.Store, d.Blobs, d.Clock, d.Logger, cfg)
 	g.m = newMetrics(d.Registerer, func() float64 { return float64(g.rec.Pending()) })
 	g.rec.metrics = g.m

@@ -293,6 +293,9 @@ type harnessOpts struct {
 	wrapListener func(net.Listener) net.Listener
 	// gatewayStore, if set, wraps the store the gateway reads.
 	gatewayStore func(gateway.Store) gateway.Store
+	// stubProtocols are the protocols the stub upstream declares (nil:
+	// the default, chat).
+	stubProtocols []gateway.Protocol
 	// s3OnPostgres keeps blobs in S3 (GYRE_TEST_S3_URL, under a prefix
 	// of the test's own) when the store is PostgreSQL, as a multi-replica
 	// deployment does.
@@ -341,7 +344,8 @@ func newHarness(t *testing.T, eng engine, o harnessOpts) *harness {
 		t.Fatal(err)
 	}
 	cfg := o.gw
-	cfg.Upstreams = append([]gateway.Upstream{{Name: "stub", BaseURL: h.up.ts.URL + "/v1", AllowPrivate: true, APIKey: "upstream-secret-key-0123456789"}}, cfg.Upstreams...)
+	cfg.Upstreams = append([]gateway.Upstream{{Name: "stub", BaseURL: h.up.ts.URL + "/v1", AllowPrivate: true, APIKey: "upstream-secret-key-0123456789",
+		Protocols: o.stubProtocols}}, cfg.Upstreams...)
 	h.secrets = append(h.secrets, "upstream-secret-key-0123456789")
 	if cfg.FlushInterval == 0 {
 		cfg.FlushInterval = 20 * time.Millisecond

@@ -122,6 +122,11 @@ func (j *Judge) Complete(ctx context.Context, req grade.JudgeRequest) (grade.Jud
 		return grade.JudgeAnswer{}, fmt.Errorf("policy %q routes to upstream %q, which this server does not offer: %w",
 			name, pol.Upstream, grade.ErrJudgeUnavailable)
 	}
+	if !up.Speaks(ProtocolChat) {
+		// The judge speaks Chat Completions; the gateway never translates.
+		return grade.JudgeAnswer{}, fmt.Errorf("policy %q routes to upstream %q, which speaks %s, not chat: %w",
+			name, pol.Upstream, protocolList(up.speaks()), grade.ErrJudgeUnavailable)
+	}
 	body, err := judgeBody(pol, req.Messages)
 	if err != nil {
 		return grade.JudgeAnswer{}, err

@@ -105,6 +105,7 @@ func newJudgeFixture(t *testing.T, baseURL string, cfg gateway.JudgeConfig, tena
 		"t-acme/judge": {Name: "judge", Upstream: "stub", Model: "judge-model", SamplingOverrides: map[string]json.RawMessage{"temperature": temp}},
 		"t-acme/base":  {Name: "base", Upstream: "stub", Model: "base-model"},
 		"t-acme/gone":  {Name: "gone", Upstream: "removed", Model: "m"},
+		"t-acme/resp":  {Name: "resp", Upstream: "resp-only", Model: "m"},
 	}
 	cfg.Upstreams = append(cfg.Upstreams, gateway.Upstream{Name: "stub", BaseURL: baseURL + "/v1", APIKey: judgeKey, AllowPrivate: true, Tenants: tenants})
 	f := &judgeFixture{}
@@ -196,6 +197,21 @@ func TestJudge_PolicyResolution(t *testing.T) {
 				t.Errorf("got %v, %d calls; want model %s", err, up.calls(), tc.wantModel)
 			}
 		})
+	}
+}
+
+// TestJudge_UpstreamMustSpeakChat: the judge speaks Chat Completions, so
+// a policy whose upstream does not is unavailable to it, and nothing is
+// sent in a protocol the upstream does not speak.
+func TestJudge_UpstreamMustSpeakChat(t *testing.T) {
+	t.Parallel()
+	up := newJudgeUpstream(t, content(`{"score":1}`))
+	f := newJudgeFixture(t, up.ts.URL, gateway.JudgeConfig{Upstreams: []gateway.Upstream{{Name: "resp-only", BaseURL: up.ts.URL + "/v1",
+		AllowPrivate: true, Protocols: []gateway.Protocol{gateway.ProtocolResponses}}}}, nil)
+	ans, err := ask(f, "resp")
+	if !errors.Is(err, grade.ErrJudgeUnavailable) || !strings.Contains(err.Error(), "speaks responses, not chat") || up.calls() != 0 ||
+		ans.CallID != "" {
+		t.Errorf("got %v after %d upstream calls; want ErrJudgeUnavailable and nothing sent", err, up.calls())
 	}
 }
 

@@ -130,7 +130,7 @@ func TestMessagesOverrides_MapsTheSamplingKeysOrNamesTheOneThatCannot(t *testing
 		if err := json.Unmarshal([]byte(tc.overrides), &in); err != nil {
 			t.Fatal(err)
 		}
-		out, key, err := MessagesOverrides(in)
+		out, key, err := MapOverrides(ProtocolMessages, in)
 		if tc.badKey != "" {
 			if err == nil || key != tc.badKey {
 				t.Errorf("%s: key %q err %v, want it to name %q", tc.name, key, err, tc.badKey)

@@ -204,53 +204,6 @@ func messagesFingerprint(messages [][]byte, members []member, tokenizer *string)
 	return fp
 }
 
-// messagesOverrideKeys maps a policy's sampling_overrides keys (chat
-// names, SamplingKeys) to the Messages API's parameters. A key not here
-// cannot be applied to a Messages call.
-var messagesOverrideKeys = map[string]string{
-	"max_tokens":            "max_tokens",
-	"max_completion_tokens": "max_tokens",
-	"temperature":           "temperature",
-	"top_p":                 "top_p",
-	"top_k":                 "top_k",
-	"stop":                  "stop_sequences",
-}
-
-// MessagesOverrides maps a policy's sampling overrides to Messages API
-// members: stop becomes stop_sequences (a string becomes a one-element
-// array), max_completion_tokens becomes max_tokens. It names the first
-// key (in sorted order) that cannot be mapped, with why, when one cannot.
-func MessagesOverrides(overrides map[string]json.RawMessage) (map[string]json.RawMessage, string, error) {
-	if len(overrides) == 0 {
-		return nil, "", nil
-	}
-	out := make(map[string]json.RawMessage, len(overrides))
-	keys := sortedKeys(overrides)
-	for _, k := range keys {
-		name, ok := messagesOverrideKeys[k]
-		if !ok {
-			return nil, k, fmt.Errorf("the Anthropic Messages API has no parameter for %q (it maps %s)", k, mappedKeys())
-		}
-		if _, dup := out[name]; dup {
-			return nil, k, fmt.Errorf("%q and another override both map to the Messages API's %q", k, name)
-		}
-		v := overrides[k]
-		if k == "stop" {
-			var err error
-			if v, err = stopSequences(v); err != nil {
-				return nil, k, err
-			}
-		}
-		out[name] = v
-	}
-	return out, "", nil
-}
-
-func mappedKeys() string {
-	keys := sortedKeys(messagesOverrideKeys)
-	return fmt.Sprint(keys)
-}
-
 // stopSequences turns a chat stop value (a string or an array of strings)
 // into a Messages stop_sequences array.
 func stopSequences(v json.RawMessage) (json.RawMessage, error) {
@@ -267,14 +220,14 @@ func stopSequences(v json.RawMessage) (json.RawMessage, error) {
 
 // forwardMessages builds the upstream request of a Messages call for
 // policy p: the policy's model and its sampling overrides mapped to
-// Messages parameters (MessagesOverrides). A policy whose overrides cannot
+// Messages parameters (MapOverrides). A policy whose overrides cannot
 // map is refused when it is created for an upstream that speaks Messages;
 // one created before its upstream did is refused here (f.refused), never
 // applied in part. Token capture does not apply: the Messages API returns
 // no token ids. Streams need nothing added, as Messages streams always
 // carry usage.
 func forwardMessages(r *request, p Policy) *forwarded {
-	overrides, key, err := MessagesOverrides(p.SamplingOverrides)
+	overrides, key, err := MapOverrides(ProtocolMessages, p.SamplingOverrides)
 	f := r.rewrite(func(f *forwarded, set func(key string, val []byte)) {
 		f.clientUsage = true
 		model, _ := json.Marshal(p.Model)

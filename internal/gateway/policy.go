@@ -139,11 +139,11 @@ func NewPolicy(in PolicyInput, upstreams []Upstream, tenantName string) (Policy,
 		if len(p.SamplingOverrides) == 0 {
 			p.SamplingOverrides = nil
 		}
-		// An override is never dropped on the way: one that a protocol of
-		// the upstream has no parameter for is refused now.
-		if upstreams[i].Speaks(ProtocolMessages) {
-			if _, key, err := MessagesOverrides(p.SamplingOverrides); err != nil {
-				return p, bad("/sampling_overrides/"+jcs.EscapePointerToken(key), "%v; upstream %q speaks the Messages API", err, p.Upstream)
+		// Every protocol the upstream speaks must be able to apply every
+		// override: a policy never applies some of them on some calls.
+		for _, proto := range upstreams[i].speaks() {
+			if _, key, err := MapOverrides(proto, p.SamplingOverrides); err != nil {
+				return p, bad("/sampling_overrides/"+jcs.EscapePointerToken(key), "upstream %q speaks %s: %v", p.Upstream, proto, err)
 			}
 		}
 	}

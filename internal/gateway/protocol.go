@@ -118,6 +118,8 @@ func specFor(p Protocol) protocolSpec {
 	switch p {
 	case ProtocolChat:
 		return chatSpec{}
+	case ProtocolResponses:
+		return responsesSpec{}
 	case ProtocolMessages:
 		return messagesSpec{}
 	}
@@ -130,4 +132,70 @@ func errUnsupportedProtocol(p Protocol, up *upstream) *apiError {
 	return &apiError{Status: http.StatusBadRequest, Code: CodeUnsupportedProtocol,
 		Message: fmt.Sprintf("The policy routes to upstream %q, which speaks %s, not %s; the gateway does not translate between protocols.",
 			up.Name, protocolList(up.speaks()), p)}
+}
+
+// overrideNames map a policy's sampling_overrides keys (SamplingKeys,
+// chat's names) to each protocol's own parameter names. A protocol
+// without an entry takes every key as it is (chat). A key missing from a
+// protocol's map cannot be applied there, and a policy whose upstream
+// speaks that protocol is refused when it is created (MapOverrides).
+var overrideNames = map[Protocol]map[string]string{
+	ProtocolResponses: {
+		"temperature":           "temperature",
+		"top_p":                 "top_p",
+		"max_tokens":            "max_output_tokens",
+		"max_completion_tokens": "max_output_tokens",
+		"tool_choice":           "tool_choice",
+		"parallel_tool_calls":   "parallel_tool_calls",
+		"top_logprobs":          "top_logprobs",
+	},
+	ProtocolMessages: {
+		"temperature":           "temperature",
+		"top_p":                 "top_p",
+		"top_k":                 "top_k",
+		"max_tokens":            "max_tokens",
+		"max_completion_tokens": "max_tokens",
+		"stop":                  "stop_sequences",
+	},
+}
+
+// MapOverrides returns a policy's sampling overrides under protocol p's
+// parameter names, or the key that cannot be applied on p and why.
+func MapOverrides(p Protocol, overrides map[string]json.RawMessage) (map[string]json.RawMessage, string, error) {
+	names, ok := overrideNames[p]
+	if !ok || len(overrides) == 0 {
+		return overrides, "", nil
+	}
+	out := make(map[string]json.RawMessage, len(overrides))
+	from := map[string]string{}
+	for _, k := range sortedKeys(overrides) {
+		name, ok := names[k]
+		if !ok {
+			return nil, k, fmt.Errorf("%q has no equivalent on the %s protocol", k, p)
+		}
+		if k == "tool_choice" && p == ProtocolResponses && !isString(overrides[k]) {
+			// Chat's {"type":"function","function":{"name"}} is shaped
+			// differently from Responses' {"type":"function","name"}.
+			return nil, k, fmt.Errorf("%q maps to the %s protocol only as a string (auto, none, required)", k, p)
+		}
+		if prev, dup := from[name]; dup {
+			return nil, k, fmt.Errorf("%q and %q both map to %q on the %s protocol", prev, k, name, p)
+		}
+		from[name] = k
+		v := overrides[k]
+		if k == "stop" && p == ProtocolMessages {
+			// Chat's stop is a string or an array; stop_sequences is an
+			// array.
+			var err error
+			if v, err = stopSequences(v); err != nil {
+				return nil, k, err
+			}
+		}
+		out[name] = v
+	}
+	return out, "", nil
+}
+
+func isString(v json.RawMessage) bool {
+	return len(v) > 0 && v[0] == '"'
 }

@@ -147,14 +147,7 @@ func (c *call) finish(status int, counted bool, reason string) {
 	}
 	done := c.g.clock.Now()
 	c.rec.DoneAt = &done
-	p := &pendingRecord{rec: c.rec, response: c.response}
-	if c.req != nil && c.fwd != nil {
-		var tok *string
-		if c.pol != nil {
-			tok = c.pol.Tokenizer
-		}
-		p.body = &bodyParts{spec: c.spec, fwd: c.fwd, messages: c.req.messages, tokenizer: tok, resolved: c.req.resolved}
-	}
+	p := &pendingRecord{rec: c.rec, response: c.response, body: c.bodyParts()}
 	c.g.rec.finish(c.fl, p)
 	c.g.m.answered(c.route, status)
 	if c.span != nil {
@@ -188,6 +181,30 @@ func (c *call) finish(status int, counted bool, reason string) {
 		upName = c.up.Name
 	}
 	c.g.m.latency(c.route, upName, c.rec.Stream, toHeaders, max(added, 0))
+}
+
+// bodyParts is what the call forwarded, for its record; nil when it
+// built no upstream request.
+func (c *call) bodyParts() *bodyParts {
+	if c.req == nil || c.fwd == nil {
+		return nil
+	}
+	var tok *string
+	if c.pol != nil {
+		tok = c.pol.Tokenizer
+	}
+	return &bodyParts{spec: c.spec, fwd: c.fwd, messages: c.req.messages, tokenizer: tok, resolved: c.req.resolved}
+}
+
+// announce makes an answer that later requests may chain from (a
+// Responses answer's id) resolvable before its last bytes go out: a
+// client may send its next request as soon as it has the answer, before
+// this call's record is queued.
+func (c *call) announce() {
+	if c.rec.ResponseID == nil || c.rec.RolloutID == nil {
+		return
+	}
+	c.g.rec.announce(c.fl, &pendingRecord{rec: c.rec, response: c.response, body: c.bodyParts()})
 }
 
 // gone reports why the call's context ended: revoked, client gone, or
@@ -339,8 +356,13 @@ func (c *call) whole(resp *http.Response) {
 	// the rollout's first completion on this replica, whose provisional
 	// record must be durable before the answer goes out (beforeCounted).
 	first := c.rec.RolloutID != nil && c.g.rec.needsDurableCount(*c.rec.RolloutID)
-	if first {
-		if notCounted = c.readAnswer(body); notCounted == "" {
+	// A Responses answer is read first too, so that its id resolves as a
+	// previous_response_id as soon as the client has it.
+	readFirst := first || c.spec.protocol() == ProtocolResponses
+	if readFirst {
+		notCounted = c.readAnswer(body)
+		c.announce()
+		if first && notCounted == "" {
 			c.beforeCounted(resp.StatusCode)
 		}
 	}
@@ -356,7 +378,7 @@ func (c *call) whole(resp *http.Response) {
 	if werr == nil {
 		werr = http.NewResponseController(c.w).Flush()
 	}
-	if !first {
+	if !readFirst {
 		notCounted = c.readAnswer(body)
 	}
 	// A client may close the connection as soon as it has the answer, so
@@ -728,15 +750,4 @@ func (c *call) endStream(rc *http.ResponseController, ev []byte) bool {
 		return false
 	}
 	return rc.Flush() == nil
-}
-
-// resolvePrevious resolves a previous_response_id (Responses) through the
-// rollout's own records; false when it answered already. Requests of
-// other protocols have none.
-func (c *call) resolvePrevious() bool {
-	if c.req.previous == "" {
-		return true
-	}
-	c.reject(errInvalid("previous_response_id", "previous_response_id is not supported on this protocol."), ReasonInvalidRequest)
-	return false
 }

@@ -118,6 +118,23 @@ func (r *BodyReader) requestDoc(ctx context.Context, key string) (requestDoc, er
 	return doc, nil
 }
 
+// messageBlobs reads message blobs by their SHA-256.
+func (r *BodyReader) messageBlobs(ctx context.Context, shas []string) ([][]byte, error) {
+	out := make([][]byte, len(shas))
+	for i, sha := range shas {
+		m, ok := r.messages[sha]
+		if !ok {
+			var err error
+			if m, err = r.get(ctx, r.base+"messages/"+sha, "messages/"); err != nil {
+				return nil, err
+			}
+			r.messages[sha] = m
+		}
+		out[i] = m
+	}
+	return out, nil
+}
+
 // forwarded rebuilds the forwarded body: head + "[" + the messages joined
 // by "," + "]" + tail (see requestDoc).
 func (r *BodyReader) forwarded(ctx context.Context, doc requestDoc) ([]byte, error) {

@@ -88,6 +88,9 @@ type flight struct {
 	// left: the request gave up its slot among the rollout's requests in
 	// flight (leave) before its record was finished.
 	left bool
+	// answer is the record of an answer later requests may chain from,
+	// announced before its last bytes went out (call.announce).
+	answer *pendingRecord
 }
 
 type cachedAccess struct {
@@ -302,6 +305,14 @@ func (r *Recorder) leaveLocked(f *flight) {
 	if st, ok := r.rollouts[f.rollout]; ok && st.inflight > 0 {
 		st.inflight--
 	}
+}
+
+// announce attaches to a flight the record of an answer later requests
+// may chain from, until finish queues the final record.
+func (r *Recorder) announce(f *flight, p *pendingRecord) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f.answer = p
 }
 
 // finish ends a flight and queues its record, if any, in one step, so a
