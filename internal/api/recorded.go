@@ -268,6 +268,12 @@ func (s *Server) trajectoryOf(ctx context.Context, ro store.Rollout) ([]byte, er
 		if c.RequestBlob == nil || c.ResponseBlob == nil {
 			return nil, gyre.Errorf(gyre.CodeConflict, "rollout %s has no trajectory: the bodies of its completion %d were not captured", ro.ID, c.Seq)
 		}
+		if p := callProtocol(c.Protocol); p != string(gateway.ProtocolChat) {
+			// Trajectories are built from chat bodies; another protocol's
+			// would come out wrong, never silently.
+			return nil, gyre.Errorf(gyre.CodeConflict, "rollout %s has no trajectory: its completion %d was made on the %s protocol, which trajectories do not convert",
+				ro.ID, c.Seq, p)
+		}
 		if s.blobs == nil {
 			return nil, errNoBodies
 		}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/gyrehq/gyre/internal/gateway"
 	"github.com/gyrehq/gyre/internal/grade"
 	"github.com/gyrehq/gyre/internal/ratelimit"
 
@@ -72,6 +73,9 @@ type upstreamView struct {
 	KeySet       bool     `json:"key_set"`
 	Tenants      []string `json:"tenants"`
 	AllowPrivate bool     `json:"allow_private"`
+	// Protocols are the protocols the upstream speaks, [chat] when the
+	// file lists none.
+	Protocols []string `json:"protocols"`
 }
 
 func upstreamViews(ups []UpstreamConfig) []upstreamView {
@@ -81,8 +85,15 @@ func upstreamViews(ups []UpstreamConfig) []upstreamView {
 		if len(tenants) == 0 {
 			tenants = []string{"*"}
 		}
+		protocols := u.Protocols
+		if protocols == nil {
+			protocols = gateway.DefaultProtocols
+		}
 		out[i] = upstreamView{Name: u.Name, BaseURL: redactURL(u.BaseURL), APIKeyEnv: u.APIKeyEnv, KeySet: u.APIKey != "",
 			Tenants: tenants, AllowPrivate: u.AllowPrivate}
+		for _, p := range protocols {
+			out[i].Protocols = append(out[i].Protocols, string(p))
+		}
 	}
 	return out
 }
@@ -136,13 +147,14 @@ func writeSections(w io.Writer, cfg Config) error {
 	if len(cfg.Upstreams) == 0 {
 		fmt.Fprintln(tw, "upstreams: none (the config file's upstreams: section)")
 	} else {
-		fmt.Fprintln(tw, "UPSTREAM\tBASE_URL\tAPI_KEY_ENV\tKEY\tTENANTS\tALLOW_PRIVATE")
+		fmt.Fprintln(tw, "UPSTREAM\tBASE_URL\tAPI_KEY_ENV\tKEY\tTENANTS\tALLOW_PRIVATE\tPROTOCOLS")
 		for _, u := range upstreamViews(cfg.Upstreams) {
 			key := "none"
 			if u.KeySet {
 				key = "set"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%t\n", u.Name, u.BaseURL, orDash(u.APIKeyEnv), key, strings.Join(u.Tenants, ","), u.AllowPrivate)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%t\t%s\n", u.Name, u.BaseURL, orDash(u.APIKeyEnv), key, strings.Join(u.Tenants, ","),
+				u.AllowPrivate, strings.Join(u.Protocols, ","))
 		}
 	}
 	fmt.Fprintln(tw)

@@ -195,7 +195,7 @@ func (s *screen) spells(data []byte) bool {
 		if j < len(data) && data[j] == ':' {
 			name = data[start:end]
 			joined = joinedMember(name)
-			if string(name) == "index" {
+			if string(name) == "index" || string(name) == "output_index" {
 				index = leadingInt(data[j+1:])
 			}
 		} else if joined && s.feed(fieldHash(name, index), data[start:end]) {
@@ -212,7 +212,8 @@ func (s *screen) spells(data []byte) bool {
 // redaction sees them.
 func joinedMember(name []byte) bool {
 	switch string(name) {
-	case "content", "refusal", "reasoning_content", "reasoning", "arguments", "name", "text":
+	case "content", "refusal", "reasoning_content", "reasoning", "arguments", "name", "text",
+		"delta": // Responses' text, arguments and reasoning deltas
 		return true
 	}
 	return false

@@ -94,6 +94,8 @@ func TestResponses_NonStreamingIsSwappedCountedPricedAndRebuilt(t *testing.T) {
 			it.Request["input"] != "refund order 7" {
 			t.Errorf("the request as the agent sent it: %+v", it)
 		}
+		// Trajectories are built from chat bodies: none for this rollout.
+		h.mustJSON(http.MethodGet, "/api/v1/rollouts/"+rr.RolloutID+"/trajectory", h.admin, "", http.StatusConflict)
 		// The fingerprint renders the string input as the user message it
 		// stands for, with the instructions.
 		var fp gateway.CallFingerprint
@@ -239,7 +241,9 @@ func TestResponses_ToolLoopJoinsAndReconciles(t *testing.T) {
 func TestResponses_PreviousResponseIDResolvesThroughTheRollout(t *testing.T) {
 	t.Parallel()
 	forEachEngine(t, func(t *testing.T, eng engine) {
-		h, _ := newResponsesHarness(t, eng, harnessOpts{})
+		// No background flush: the first response is certainly not
+		// durable when the second request names it.
+		h, _ := newResponsesHarness(t, eng, harnessOpts{gw: gateway.Config{NoFlush: true}})
 		rr := h.rollout(`,"policy":"pr"`)
 		cl := h.client(rr)
 		ctx := context.Background()
@@ -477,4 +481,58 @@ func TestResponses_PolicyOverridesMustMap(t *testing.T) {
 			t.Errorf("%s: %d %s, want 422 at %s", tc.overrides, r.status, r.body, tc.pointer)
 		}
 	}
+}
+
+// TestResponses_StreamSpellingAnUpstreamKeyIsCut: a Responses stream whose
+// deltas spell an upstream key across events is cut before the key's
+// first 16 bytes reach the agent, ends with an error event, and is
+// recorded uncounted.
+func TestResponses_StreamSpellingAnUpstreamKeyIsCut(t *testing.T) {
+	t.Parallel()
+	h, _ := newResponsesHarness(t, sqliteEngine, harnessOpts{})
+	h.up.set(func(w http.ResponseWriter, r *http.Request, body []byte) {
+		startStream(w)
+		sse(w, `{"type":"response.created","response":{"id":"resp_1","object":"response","status":"in_progress","output":[]}}`)
+		for _, piece := range []string{"the key is upstream-se", "cret-key-0123456789", " done"} {
+			sse(w, `{"type":"response.output_text.delta","item_id":"msg_1","output_index":0,"content_index":0,"delta":"`+piece+`"}`)
+		}
+		sse(w, `{"type":"response.completed","response":{"id":"resp_1","object":"response","status":"completed","output":[]}}`)
+	})
+	rr := h.rollout(`,"policy":"pr"`)
+	r := h.do(http.MethodPost, "/gw/"+gatewayToken(rr)+"/v1/responses", rr.APIKey, []byte(`{"model":"m","input":"x","stream":true}`))
+	if strings.Contains(string(r.body), "upstream-secret") || !strings.Contains(string(r.body), "event: error") ||
+		strings.Contains(string(r.body), "response.completed") {
+		t.Errorf("stream relayed:\n%s", r.body)
+	}
+	h.flush()
+	wantCall(t, h.view(rr.RolloutID), 1, "responses", false, gateway.ReasonUpstreamCredential)
+}
+
+// TestResponses_RevokedMidStreamIsCut: a Responses stream in flight when
+// its rollout is cancelled ends with a credential_expired error event
+// that openai-go raises, and is recorded uncounted, reason revoked.
+func TestResponses_RevokedMidStreamIsCut(t *testing.T) {
+	t.Parallel()
+	h, _ := newResponsesHarness(t, sqliteEngine, harnessOpts{})
+	h.up.set(func(w http.ResponseWriter, r *http.Request, body []byte) {
+		startStream(w)
+		sse(w, `{"type":"response.created","response":{"id":"resp_1","object":"response","status":"in_progress","output":[]}}`)
+		<-r.Context().Done() // this upstream never finishes on its own
+	})
+	rr := h.rollout(`,"policy":"pr"`)
+	stream := h.client(rr).Responses.NewStreaming(context.Background(), responses.ResponseNewParams{Model: "m",
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hi")}})
+	if !stream.Next() {
+		t.Fatalf("first event: %v", stream.Err())
+	}
+	h.mustJSON(http.MethodPost, "/api/v1/rollouts/"+rr.RolloutID+"/cancel", h.admin, "", http.StatusOK)
+	for stream.Next() {
+	}
+	if err := stream.Err(); err == nil || !strings.Contains(err.Error(), gateway.CodeCredentialExpired) {
+		t.Fatalf("a revoked stream must end with a credential_expired error, got %v", err)
+	}
+	waitCall(t, h, rr.RolloutID, func(v view) bool {
+		return len(v.Gateway.Calls) == 1 && !v.Gateway.Calls[0].Counted && *v.Gateway.Calls[0].Reason == gateway.ReasonRevoked &&
+			v.Gateway.Calls[0].Protocol == "responses"
+	})
 }
