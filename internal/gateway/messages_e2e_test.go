@@ -571,3 +571,76 @@ func TestMessages_StreamCountsWhenMessageStopWasDelivered(t *testing.T) {
 		})
 	}
 }
+
+// TestMessages_StreamSpellingAnUpstreamKeyIsCut: a Messages stream whose
+// text or tool-input deltas spell an upstream key across events is cut
+// before the key's first 16 bytes reach the agent, ends with an error
+// event, and is recorded uncounted.
+func TestMessages_StreamSpellingAnUpstreamKeyIsCut(t *testing.T) {
+	t.Parallel()
+	for _, delta := range []string{"text_delta", "input_json_delta"} {
+		t.Run(delta, func(t *testing.T) {
+			t.Parallel()
+			h, ant := messagesHarness(t, sqliteEngine, harnessOpts{})
+			member, block := "text", `{"type":"text","text":""}`
+			if delta == "input_json_delta" {
+				member, block = "partial_json", `{"type":"tool_use","id":"toolu_1","name":"w","input":{}}`
+			}
+			ant.set(func(w http.ResponseWriter, r *http.Request, body []byte) {
+				startStream(w)
+				anthropicEvent(w, `{"type":"message_start","message":{"id":"m","type":"message","role":"assistant","content":[],"usage":{"input_tokens":1,"output_tokens":0}}}`)
+				anthropicEvent(w, `{"type":"content_block_start","index":0,"content_block":`+block+`}`)
+				for _, piece := range []string{"the key is anthropic-up", "stream-key-0123456789", " done"} {
+					p, _ := json.Marshal(piece)
+					anthropicEvent(w, `{"type":"content_block_delta","index":0,"delta":{"type":"`+delta+`","`+member+`":`+string(p)+`}}`)
+				}
+				anthropicEvent(w, `{"type":"content_block_stop","index":0}`)
+				anthropicEvent(w, `{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":3}}`)
+				anthropicEvent(w, `{"type":"message_stop"}`)
+			})
+			rr := h.rollout(`,"policy":"pm"`)
+			r := h.do(http.MethodPost, "/gw/"+gatewayToken(rr)+"/v1/messages", rr.APIKey,
+				[]byte(`{"model":"m","max_tokens":8,"stream":true,"messages":[{"role":"user","content":"x"}]}`))
+			if strings.Contains(string(r.body), "anthropic-upstream") || !strings.Contains(string(r.body), "event: error") ||
+				strings.Contains(string(r.body), "message_stop") {
+				t.Errorf("stream relayed:\n%s", r.body)
+			}
+			h.flush()
+			v := h.view(rr.RolloutID)
+			if len(v.Gateway.Calls) != 1 || v.Gateway.Calls[0].Counted || deref(v.Gateway.Calls[0].Reason) != gateway.ReasonUpstreamCredential {
+				t.Errorf("gateway %+v", v.Gateway)
+			}
+		})
+	}
+}
+
+// TestMessages_RevokedMidStreamIsCut: a Messages stream in flight when its
+// rollout is cancelled ends with an error event the Anthropic SDK raises
+// (authentication_error, code credential_expired), and is recorded
+// uncounted, reason revoked.
+func TestMessages_RevokedMidStreamIsCut(t *testing.T) {
+	t.Parallel()
+	h, ant := messagesHarness(t, sqliteEngine, harnessOpts{})
+	ant.set(func(w http.ResponseWriter, r *http.Request, body []byte) {
+		startStream(w)
+		anthropicEvent(w, `{"type":"message_start","message":{"id":"m","type":"message","role":"assistant","content":[],"usage":{"input_tokens":1,"output_tokens":0}}}`)
+		<-r.Context().Done() // this upstream never finishes on its own
+	})
+	rr := h.rollout(`,"policy":"pm"`)
+	cl := h.anthropicClient(rr)
+	stream := cl.Messages.NewStreaming(context.Background(), oneMessage)
+	if !stream.Next() {
+		t.Fatalf("first event: %v", stream.Err())
+	}
+	h.mustJSON(http.MethodPost, "/api/v1/rollouts/"+rr.RolloutID+"/cancel", h.admin, "", http.StatusOK)
+	for stream.Next() {
+	}
+	ae := sdkError(t, stream.Err())
+	if ae.Type() != "authentication_error" || !strings.Contains(ae.RawJSON(), gateway.CodeCredentialExpired) {
+		t.Errorf("SDK error type %q body %s", ae.Type(), ae.RawJSON())
+	}
+	waitCall(t, h, rr.RolloutID, func(v view) bool {
+		return len(v.Gateway.Calls) == 1 && !v.Gateway.Calls[0].Counted && deref(v.Gateway.Calls[0].Reason) == gateway.ReasonRevoked &&
+			v.Gateway.Calls[0].Protocol == "messages"
+	})
+}
