@@ -644,3 +644,24 @@ func TestMessages_RevokedMidStreamIsCut(t *testing.T) {
 			v.Gateway.Calls[0].Protocol == "messages"
 	})
 }
+
+// TestMessages_A2xxAnswerThatIsNotAMessageDoesNotCount: the answer is
+// passed on as it came, and recorded uncounted.
+func TestMessages_A2xxAnswerThatIsNotAMessageDoesNotCount(t *testing.T) {
+	t.Parallel()
+	h, ant := messagesHarness(t, sqliteEngine, harnessOpts{})
+	ant.set(func(w http.ResponseWriter, r *http.Request, body []byte) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`)
+	})
+	rr := h.rollout(`,"policy":"pm"`)
+	r := h.do(http.MethodPost, "/gw/"+gatewayToken(rr)+"/v1/messages", rr.APIKey, []byte(`{"model":"m","max_tokens":8,"messages":[]}`))
+	if r.status != http.StatusOK || !strings.Contains(string(r.body), "overloaded_error") {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+	h.flush()
+	v := h.view(rr.RolloutID)
+	if v.Gateway.Completions != 0 || len(v.Gateway.Calls) != 1 || deref(v.Gateway.Calls[0].Reason) != gateway.ReasonNotAMessage {
+		t.Errorf("gateway %+v", v.Gateway)
+	}
+}
