@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"mime"
 	"net/http"
 	"os"
 	"slices"
@@ -460,10 +461,14 @@ func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { re
 // LLMTransport wraps base (nil means http.DefaultTransport), the transport
 // of the agent's LLM client, and counts completions as the gateway does: a
 // POST to a completions endpoint answered 2xx whose body was read to the
-// end (or, for a stream, to its [DONE] event). It also notices the
-// gateway's no_policy (503) and credential_expired (401) answers, which
-// make the report carry exclusion substrate_unavailable or
-// credential_expired unless the agent set its own.
+// end (or, for a stream, to its [DONE] event). An Anthropic Messages
+// stream counts only once its message_stop event was read: a stream cut
+// before it ends with an error event, and the gateway does not count it
+// either. It also notices the gateway's no_policy (503) and
+// credential_expired (401) answers, in the OpenAI or the Anthropic error
+// shape (both carry error.code), which make the report carry exclusion
+// substrate_unavailable or credential_expired unless the agent set its
+// own.
 func (r *Recorder) LLMTransport(base http.RoundTripper) http.RoundTripper {
 	if base == nil {
 		base = http.DefaultTransport
@@ -478,7 +483,11 @@ func (r *Recorder) LLMTransport(base http.RoundTripper) http.RoundTripper {
 		}
 		switch {
 		case resp.StatusCode/100 == 2:
-			resp.Body = &countingBody{ReadCloser: resp.Body, count: r.countCompletion}
+			cb := &countingBody{ReadCloser: resp.Body, count: r.countCompletion, marker: doneMarker}
+			if strings.HasSuffix(req.URL.Path, "/messages") && isEventStream(resp.Header.Get("Content-Type")) {
+				cb.marker, cb.needMarker = messageStopMarker, true
+			}
+			resp.Body = cb
 		case resp.StatusCode == http.StatusServiceUnavailable || resp.StatusCode == http.StatusUnauthorized:
 			r.noticeGatewayError(resp)
 		}
@@ -533,30 +542,44 @@ func (r *Recorder) noticeGatewayError(resp *http.Response) {
 }
 
 // countingBody counts a completion once its body was read to the end or
-// its stream's [DONE] event was seen.
+// its stream's final event (marker) was seen; with needMarker, only once
+// the marker was seen.
 type countingBody struct {
 	io.ReadCloser
-	count   func()
-	once    sync.Once
-	tail    []byte
-	sawDone bool
+	count      func()
+	once       sync.Once
+	marker     []byte
+	needMarker bool
+	tail       []byte
+	sawDone    bool
 }
 
-var doneMarker = []byte("[DONE]")
+var (
+	doneMarker = []byte("[DONE]")
+	// messageStopMarker is the data of a Messages stream's last event,
+	// as JSON structure (inside a text or tool-input delta its quotes are
+	// escaped).
+	messageStopMarker = []byte(`"type":"message_stop"`)
+)
+
+func isEventStream(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && mt == "text/event-stream"
+}
 
 func (b *countingBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	if n > 0 && !b.sawDone {
 		chunk := p[:n]
-		keep := len(doneMarker) - 1
+		keep := len(b.marker) - 1
 		head := append(append([]byte(nil), b.tail...), chunk[:min(len(chunk), keep)]...)
-		if bytes.Contains(chunk, doneMarker) || bytes.Contains(head, doneMarker) {
+		if bytes.Contains(chunk, b.marker) || bytes.Contains(head, b.marker) {
 			b.sawDone = true
 		}
 		all := append(append([]byte(nil), b.tail...), chunk[max(0, len(chunk)-keep):]...)
 		b.tail = all[max(0, len(all)-keep):]
 	}
-	if err == io.EOF {
+	if err == io.EOF && (b.sawDone || !b.needMarker) {
 		b.once.Do(b.count)
 	}
 	return n, err

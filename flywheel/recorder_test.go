@@ -287,6 +287,69 @@ func TestRecorder_LLMTransportNoticesTheGatewaysNoPolicy(t *testing.T) {
 	}
 }
 
+// TestRecorder_LLMTransportCountsMessagesStreamsAtMessageStop: an
+// Anthropic Messages stream counts once its message_stop was read, even
+// by a client that stops there, and never when it ended without one (the
+// gateway ends a cut stream with an error event and does not count it); a
+// whole message counts when read to the end; the gateway's Anthropic-shaped
+// no_policy is noticed by its error.code.
+func TestRecorder_LLMTransportCountsMessagesStreamsAtMessageStop(t *testing.T) {
+	t.Parallel()
+	event := func(w io.Writer, data string) { io.WriteString(w, "event: x\ndata: "+data+"\n\n") }
+	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.Header.Get("X-Case") {
+		case "stream", "cut":
+			w.Header().Set("Content-Type", "text/event-stream")
+			event(w, `{"type":"message_start","message":{"id":"m","type":"message","content":[]}}`)
+			// A text that mentions message_stop is not the event.
+			event(w, `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"{\"type\":\"message_stop\"}"}}`)
+			if r.Header.Get("X-Case") == "cut" {
+				event(w, `{"type":"error","error":{"type":"api_error","message":"cut","code":"upstream_error"}}`)
+				return
+			}
+			event(w, `{"type":"message_stop"}`)
+		case "no_policy":
+			w.WriteHeader(http.StatusServiceUnavailable)
+			io.WriteString(w, `{"type":"error","error":{"type":"api_error","message":"no policy","code":"no_policy"},"request_id":"r"}`)
+		default:
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"id":"m","type":"message","content":[]}`)
+		}
+	}))
+	defer gw.Close()
+	rec := flywheel.NewRecorder()
+	hc := &http.Client{Transport: rec.LLMTransport(nil)}
+	post := func(kind string, stopAtMessageStop bool) {
+		req, _ := http.NewRequest(http.MethodPost, gw.URL+"/v1/messages", strings.NewReader(`{}`))
+		req.Header.Set("X-Case", kind)
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got strings.Builder
+		buf := make([]byte, 7) // small reads: the marker spans them
+		for {
+			n, err := resp.Body.Read(buf)
+			got.Write(buf[:n])
+			if err != nil || (stopAtMessageStop && strings.HasSuffix(got.String(), `{"type":"message_stop"}`+"\n\n")) {
+				break
+			}
+		}
+		resp.Body.Close()
+	}
+	post("stream", true)
+	post("cut", false)
+	post("json", false)
+	post("no_policy", false)
+	rep := rec.Report("done")
+	if n, ok := rep.LLMCallCount.Get(); !ok || n != 2 {
+		t.Errorf("llm_call_count = %v, want 2 (the whole stream and the message, not the cut stream)", rep.LLMCallCount)
+	}
+	if ex, ok := rep.Exclusion.Get(); !ok || ex.Reason != flywheel.ExclusionSubstrateUnavailable {
+		t.Errorf("exclusion = %+v, want substrate_unavailable from the Anthropic-shaped no_policy", rep.Exclusion)
+	}
+}
+
 func TestRecorder_ReportKeepsNullAndEmptyApart(t *testing.T) {
 	t.Parallel()
 	rec := flywheel.NewRecorder()

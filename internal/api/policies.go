@@ -38,7 +38,7 @@ func (s *Server) gatewayRoutes() {
 }
 
 // gatewayRoute registers a gateway handler. Gateway routes answer in the
-// OpenAI error shape, take bodies up to the gateway's limit and run
+// OpenAI error shape (the Anthropic one on /v1/messages), take bodies up to the gateway's limit and run
 // without the handler timeout (streams and slow models outlast it; the
 // gateway bounds its upstream calls itself). Their route label is the
 // template, so no token reaches a log line or a metric.
@@ -49,20 +49,21 @@ func (s *Server) gatewayRoute(pattern string, h http.HandlerFunc) {
 	}
 	s.patterns[pattern] = true
 	params := patternParams(route)
+	proto := routeProtocol(route)
 	s.mux.Handle(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		info := infoFrom(r.Context())
 		info.route = route
 		if err := checkParams(r, params); err != nil {
-			gateway.WriteError(w, err.Status(), err.Code, err.Message)
+			gateway.WriteProtocolError(w, proto, err.Status(), err.Code, err.Message)
 			return
 		}
 		if s.gateway == nil {
-			gateway.WriteError(w, http.StatusServiceUnavailable, "gateway_unavailable", "This server does not run the LLM gateway.")
+			gateway.WriteProtocolError(w, proto, http.StatusServiceUnavailable, "gateway_unavailable", "This server does not run the LLM gateway.")
 			return
 		}
 		maxBody := s.gateway.MaxBodyBytes()
 		if r.ContentLength > maxBody {
-			gateway.WriteError(w, http.StatusRequestEntityTooLarge, gateway.CodeBodyTooLarge, "The request body is larger than the gateway's limit.")
+			gateway.WriteProtocolError(w, proto, http.StatusRequestEntityTooLarge, gateway.CodeBodyTooLarge, "The request body is larger than the gateway's limit.")
 			return
 		}
 		if r.Body != nil && r.Body != http.NoBody {
@@ -72,37 +73,55 @@ func (s *Server) gatewayRoute(pattern string, h http.HandlerFunc) {
 	}))
 }
 
+// routeProtocol is the protocol of a gateway route, by its path: the
+// protocol whose errors the route answers in.
+func routeProtocol(route string) gateway.Protocol {
+	for _, p := range gateway.Protocols {
+		if strings.HasSuffix(route, "/v1"+p.Path()) {
+			return p
+		}
+	}
+	return gateway.ProtocolChat
+}
+
 // policyEndpoint is POST /agents/{agent_id}/v1/chat/completions (and
 // /v1/responses, /v1/messages by protocol p): the agent's promoted policy
 // for production traffic (SPEC §6.1), for inference and agent keys
-// allowed for the agent.
+// allowed for the agent. Its errors are in the protocol's shape; on
+// Messages the key may come as x-api-key, as Anthropic SDKs send it.
 func (s *Server) policyEndpoint(w http.ResponseWriter, r *http.Request, proto gateway.Protocol) {
+	fail := func(status int, code, message string) { gateway.WriteProtocolError(w, proto, status, code, message) }
+	if proto == gateway.ProtocolMessages && len(r.Header.Values("Authorization")) == 0 {
+		if vs := r.Header.Values("X-Api-Key"); len(vs) == 1 {
+			r.Header.Set("Authorization", "Bearer "+strings.TrimSpace(vs[0]))
+		}
+	}
 	p, err := s.auth.Authenticate(r)
 	if err != nil {
 		var ge *gyre.Error
 		if errors.As(err, &ge) {
-			gateway.WriteError(w, http.StatusUnauthorized, gateway.CodeInvalidAPIKey, ge.Message)
+			fail(http.StatusUnauthorized, gateway.CodeInvalidAPIKey, ge.Message)
 			return
 		}
 		s.log.Error("policy endpoint authentication failed", "request_id", infoFrom(r.Context()).id, "error", err)
-		gateway.WriteError(w, http.StatusServiceUnavailable, gateway.CodeInternal, "The server cannot check API keys right now.")
+		fail(http.StatusServiceUnavailable, gateway.CodeInternal, "The server cannot check API keys right now.")
 		return
 	}
 	infoFrom(r.Context()).keyID = p.KeyID
 	if !p.Permits(gyre.RoleInference, gyre.RoleAgent) {
-		gateway.WriteError(w, http.StatusForbidden, gateway.CodeForbidden, "The policy endpoint needs an inference or agent key.")
+		fail(http.StatusForbidden, gateway.CodeForbidden, "The policy endpoint needs an inference or agent key.")
 		return
 	}
 	agentID := r.PathValue("agent_id")
 	if err := flywheel.ValidateAgentID(agentID); err != nil {
-		gateway.WriteError(w, http.StatusBadRequest, gateway.CodeInvalidRequest, "The path's agent_id is not a valid flywheel/1 agent_id.")
+		fail(http.StatusBadRequest, gateway.CodeInvalidRequest, "The path's agent_id is not a valid flywheel/1 agent_id.")
 		return
 	}
 	if !p.AllowsAgent(agentID) {
-		gateway.WriteError(w, http.StatusForbidden, gateway.CodeForbidden, "This API key may not act for this agent.")
+		fail(http.StatusForbidden, gateway.CodeForbidden, "This API key may not act for this agent.")
 		return
 	}
-	if !s.gatewayRateLimit(w, r, p.TenantID, p.KeyID) {
+	if !s.gatewayRateLimit(w, r, proto, p.TenantID, p.KeyID) {
 		return
 	}
 	s.gateway.ServeAgent(w, r.WithContext(auth.WithPrincipal(r.Context(), p)), p.TenantID, agentID, proto)

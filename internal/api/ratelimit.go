@@ -43,15 +43,16 @@ func (s *Server) rateLimit(w http.ResponseWriter, r *http.Request, surface ratel
 }
 
 // gatewayRateLimit is rateLimit for the policy endpoint, answered in the
-// OpenAI error shape; it reports whether the request may go ahead.
-func (s *Server) gatewayRateLimit(w http.ResponseWriter, r *http.Request, tenantID, key string) bool {
+// error shape of its protocol; it reports whether the request may go
+// ahead.
+func (s *Server) gatewayRateLimit(w http.ResponseWriter, r *http.Request, proto gateway.Protocol, tenantID, key string) bool {
 	d, err := s.limiter.Allow(r.Context(), ratelimit.Gateway, tenantID, key)
 	switch {
 	case err != nil:
-		gateway.WriteError(w, http.StatusServiceUnavailable, gateway.CodeInternal, "The server cannot check rate limits right now.")
+		gateway.WriteProtocolError(w, proto, http.StatusServiceUnavailable, gateway.CodeInternal, "The server cannot check rate limits right now.")
 		return false
 	case !d.Allowed:
-		gateway.WriteRateLimited(w, d.RetryAfterSeconds())
+		gateway.WriteProtocolRateLimited(w, proto, d.RetryAfterSeconds())
 		return false
 	}
 	return true

@@ -112,7 +112,7 @@ var (
 	errNoPolicy = &apiError{Status: http.StatusServiceUnavailable, Code: CodeNoPolicy,
 		Message: "No policy applies: the batch names none, the agent has no promoted policy and the tenant has no default policy."}
 	errUnsupported = &apiError{Status: http.StatusNotFound, Code: CodeUnsupportedEndpoint,
-		Message: "The gateway serves only POST /v1/chat/completions, POST /v1/responses and GET /v1/models."}
+		Message: "The gateway serves only POST /v1/chat/completions, POST /v1/responses, POST /v1/messages and GET /v1/models."}
 	errOverloaded = &apiError{Status: http.StatusServiceUnavailable, Code: CodeOverloaded,
 		Message: "The gateway cannot record more calls right now; try again shortly."}
 )

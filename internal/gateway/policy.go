@@ -37,7 +37,10 @@ type Prices struct {
 	Input float64 `json:"input"`
 	// CachedInput prices cached prompt tokens; nil prices them as Input.
 	CachedInput *float64 `json:"cached_input,omitempty"`
-	Output      float64  `json:"output"`
+	// CacheCreationInput prices prompt tokens written to the cache
+	// (Anthropic's cache_creation_input_tokens); nil prices them as Input.
+	CacheCreationInput *float64 `json:"cache_creation_input,omitempty"`
+	Output             float64  `json:"output"`
 }
 
 // Cost is the ATIF cost of a call: (prompt − cached)·input +
@@ -49,6 +52,19 @@ func (p Prices) Cost(prompt, cached, completion int64) float64 {
 	}
 	cached = min(max(cached, 0), prompt)
 	return (float64(prompt-cached)*p.Input + float64(cached)*cachedPrice + float64(completion)*p.Output) / 1e6
+}
+
+// CostWithCacheWrites is Cost for usage that also counts prompt tokens
+// written to the cache: of the prompt tokens, cached ones are priced as
+// CachedInput, written ones as CacheCreationInput (else Input), the rest
+// as Input.
+func (p Prices) CostWithCacheWrites(prompt, cached, written, completion int64) float64 {
+	writePrice := p.Input
+	if p.CacheCreationInput != nil {
+		writePrice = *p.CacheCreationInput
+	}
+	written = min(max(written, 0), prompt)
+	return p.Cost(prompt-written, cached, completion) + float64(written)*writePrice/1e6
 }
 
 // SamplingKeys are the request members a policy may override: sampling
@@ -133,24 +149,26 @@ func NewPolicy(in PolicyInput, upstreams []Upstream, tenantName string) (Policy,
 	}
 	if len(in.Prices) > 0 && !isNull(in.Prices) {
 		var pr struct {
-			Input       *float64 `json:"input"`
-			CachedInput *float64 `json:"cached_input"`
-			Output      *float64 `json:"output"`
+			Input              *float64 `json:"input"`
+			CachedInput        *float64 `json:"cached_input"`
+			CacheCreationInput *float64 `json:"cache_creation_input"`
+			Output             *float64 `json:"output"`
 		}
 		if err := strictObject(in.Prices, &pr); err != nil {
-			return p, bad("/prices", "prices must be an object {input, cached_input?, output} in USD per million tokens")
+			return p, bad("/prices", "prices must be an object {input, cached_input?, cache_creation_input?, output} in USD per million tokens")
 		}
 		for name, v := range map[string]*float64{"input": pr.Input, "output": pr.Output} {
 			if v == nil {
 				return p, bad("/prices/"+name, "prices.%s is required (USD per million tokens)", name)
 			}
 		}
-		for name, v := range map[string]*float64{"input": pr.Input, "cached_input": pr.CachedInput, "output": pr.Output} {
+		for name, v := range map[string]*float64{"input": pr.Input, "cached_input": pr.CachedInput,
+			"cache_creation_input": pr.CacheCreationInput, "output": pr.Output} {
 			if v != nil && (*v < 0 || math.IsInf(*v, 0)) {
 				return p, bad("/prices/"+name, "prices.%s must be a non-negative number", name)
 			}
 		}
-		p.Prices = &Prices{Input: *pr.Input, CachedInput: pr.CachedInput, Output: *pr.Output}
+		p.Prices = &Prices{Input: *pr.Input, CachedInput: pr.CachedInput, CacheCreationInput: pr.CacheCreationInput, Output: *pr.Output}
 	}
 	if in.CaptureTokens != nil {
 		p.CaptureTokens = *in.CaptureTokens

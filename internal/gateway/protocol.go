@@ -104,9 +104,11 @@ type answerFacts struct {
 }
 
 // tokenCounts are a usage object's token counts, as cost and budgets read
-// them.
+// them. written counts the input tokens written to a prompt cache
+// (Messages' cache_creation_input_tokens), priced apart; like cached ones
+// they are part of input.
 type tokenCounts struct {
-	input, cached, output, total int64
+	input, cached, written, output, total int64
 }
 
 // specFor returns the implementation of a protocol, nil for one the
@@ -118,6 +120,8 @@ func specFor(p Protocol) protocolSpec {
 		return chatSpec{}
 	case ProtocolResponses:
 		return responsesSpec{}
+	case ProtocolMessages:
+		return messagesSpec{}
 	}
 	return nil
 }
@@ -145,6 +149,14 @@ var overrideNames = map[Protocol]map[string]string{
 		"parallel_tool_calls":   "parallel_tool_calls",
 		"top_logprobs":          "top_logprobs",
 	},
+	ProtocolMessages: {
+		"temperature":           "temperature",
+		"top_p":                 "top_p",
+		"top_k":                 "top_k",
+		"max_tokens":            "max_tokens",
+		"max_completion_tokens": "max_tokens",
+		"stop":                  "stop_sequences",
+	},
 }
 
 // MapOverrides returns a policy's sampling overrides under protocol p's
@@ -170,7 +182,16 @@ func MapOverrides(p Protocol, overrides map[string]json.RawMessage) (map[string]
 			return nil, k, fmt.Errorf("%q and %q both map to %q on the %s protocol", prev, k, name, p)
 		}
 		from[name] = k
-		out[name] = overrides[k]
+		v := overrides[k]
+		if k == "stop" && p == ProtocolMessages {
+			// Chat's stop is a string or an array; stop_sequences is an
+			// array.
+			var err error
+			if v, err = stopSequences(v); err != nil {
+				return nil, k, err
+			}
+		}
+		out[name] = v
 	}
 	return out, "", nil
 }

@@ -58,20 +58,6 @@ func TestGateway_CallsShowTheirProtocol(t *testing.T) {
 	}
 }
 
-// TestGateway_MessagesNotServedYet: the Messages routes exist and answer
-// 404 unsupported_endpoint until the protocol is served, on the rollout
-// gateway and on the policy endpoint.
-func TestGateway_MessagesNotServedYet(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t, sqliteEngine, harnessOpts{})
-	rr := h.rollout(`,"policy":"p1"`)
-	body := []byte(`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"x"}]}`)
-	wantOpenAIError(t, h.do(http.MethodPost, "/gw/"+gatewayToken(rr)+"/v1/messages", rr.APIKey, body), http.StatusNotFound,
-		gateway.CodeUnsupportedEndpoint)
-	wantOpenAIError(t, h.do(http.MethodPost, "/agents/agent-1/v1/messages", h.key("inference"), body), http.StatusNotFound,
-		gateway.CodeUnsupportedEndpoint)
-}
-
 // TestConfig_UpstreamProtocols: an upstream speaks chat unless it
 // declares its protocols; an unknown, repeated or empty list is a
 // configuration error naming the field.

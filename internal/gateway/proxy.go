@@ -127,6 +127,11 @@ func (c *call) choosePolicy(names ...*string) bool {
 	}
 	c.pol, c.up = pol, up
 	c.fwd = c.spec.forward(c.req, *pol)
+	if refused := c.fwd.refused; refused != nil {
+		c.fwd = nil // nothing was forwarded
+		c.reject(refused, ReasonUnsupportedProtocol)
+		return false
+	}
 	return true
 }
 
@@ -230,7 +235,7 @@ func (c *call) proxy() {
 	upCtx, upCancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	unlink := context.AfterFunc(c.ctx, func() { upCancel(context.Cause(c.ctx)) })
 	c.sent = time.Now()
-	resp, err := c.up.post(upCtx, c.spec.protocol(), c.fwd.body, c.req.stream)
+	resp, err := c.up.postFor(upCtx, c.spec.protocol(), c.fwd.body, c.req.stream, c.r.Header)
 	if err != nil {
 		upCancel(nil)
 		c.ended = time.Now()
@@ -427,7 +432,7 @@ func (c *call) setUsage(raw json.RawMessage) {
 	total := t.total
 	c.rec.TotalTokens = &total
 	if c.pol != nil && c.pol.Prices != nil {
-		cost := c.pol.Prices.Cost(t.input, t.cached, t.output)
+		cost := c.pol.Prices.CostWithCacheWrites(t.input, t.cached, t.written, t.output)
 		c.rec.CostUSD = &cost
 	}
 }
@@ -641,8 +646,15 @@ func (c *call) stream(resp *http.Response) {
 // completes the record meanwhile and returns why the stream cannot count,
 // if it cannot.
 func (c *call) doneWithBody(dc *deliveryConn, status int, settle func() (incomplete string)) {
+	c.lastWithBody(dc, doneEvent, status, settle)
+}
+
+// lastWithBody is doneWithBody for a stream whose last event is ev: [DONE]
+// for chat, the upstream's own final event for protocols whose streams
+// end with one (Messages' message_stop).
+func (c *call) lastWithBody(dc *deliveryConn, ev []byte, status int, settle func() (incomplete string)) {
 	c.g.rec.leave(c.fl)
-	if _, err := c.w.Write(doneEvent); err != nil {
+	if _, err := c.w.Write(ev); err != nil {
 		settle()
 		c.finish(status, false, ReasonClientDisconnected)
 		return

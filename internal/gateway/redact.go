@@ -213,7 +213,8 @@ func (s *screen) spells(data []byte) bool {
 func joinedMember(name []byte) bool {
 	switch string(name) {
 	case "content", "refusal", "reasoning_content", "reasoning", "arguments", "name", "text",
-		"delta": // Responses' text, arguments and reasoning deltas
+		"delta",                    // Responses' text, arguments and reasoning deltas
+		"partial_json", "thinking": // Messages' tool input and thinking deltas
 		return true
 	}
 	return false

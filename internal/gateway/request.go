@@ -320,6 +320,10 @@ type forwarded struct {
 	members []member
 	// clientUsage: the client itself asked for the usage chunk.
 	clientUsage bool
+	// refused, when set, is why the policy cannot serve the call: its
+	// sampling overrides do not map to the protocol's parameters. The
+	// call is answered with it and nothing goes upstream.
+	refused *apiError
 }
 
 // forward builds the chat upstream request for policy p: the policy's

@@ -11,7 +11,8 @@ import (
 // item's type (SPEC §6.1).
 const NotExportablePrefix = "protocol_item_not_exportable:"
 
-// NotExportableError says a Responses item has no lossless chat form.
+// NotExportableError says a Responses or Messages item has no lossless
+// chat form.
 type NotExportableError struct {
 	// ItemType is the item's (or content part's) type, e.g. reasoning,
 	// input_image.
@@ -19,7 +20,7 @@ type NotExportableError struct {
 }
 
 func (e *NotExportableError) Error() string {
-	return fmt.Sprintf("a Responses %s item has no lossless chat form", e.ItemType)
+	return fmt.Sprintf("a %s item has no lossless chat form", e.ItemType)
 }
 
 // Reason is the exclusion reason, protocol_item_not_exportable:<type>.

@@ -95,6 +95,13 @@ func PublicAddr(a netip.Addr) bool {
 // post sends a request of protocol p upstream, to its path under the
 // base URL.
 func (u *upstream) post(ctx context.Context, p Protocol, body []byte, stream bool) (*http.Response, error) {
+	return u.postFor(ctx, p, body, stream, nil)
+}
+
+// postFor is post for an agent's request, whose headers (agent) carry
+// what the protocol passes upstream: for Messages, anthropic-version and
+// anthropic-beta (setMessagesHeaders).
+func (u *upstream) postFor(ctx context.Context, p Protocol, body []byte, stream bool, agent http.Header) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.base+p.Path(), bytes.NewReader(body))
 	if err != nil {
 		return nil, err
@@ -108,7 +115,10 @@ func (u *upstream) post(ctx context.Context, p Protocol, body []byte, stream boo
 	}
 	req.Header.Set("User-Agent", "gyre-gateway")
 	telemetry.Propagator.Inject(ctx, propagation.HeaderCarrier(req.Header))
-	if u.APIKey != "" {
+	switch {
+	case p == ProtocolMessages:
+		setMessagesHeaders(req.Header, agent, u.APIKey)
+	case u.APIKey != "":
 		req.Header.Set("Authorization", "Bearer "+u.APIKey)
 	}
 	return u.client.Do(req)

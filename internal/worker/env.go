@@ -13,6 +13,14 @@ import (
 	"github.com/gyrehq/gyre/flywheel"
 )
 
+// anthropicBaseURL is a claim's llm_url (the OpenAI-style base, ending in
+// /v1) without its /v1: the gateway root that Anthropic SDKs expect in
+// ANTHROPIC_BASE_URL (SPEC §5, §6.1).
+func anthropicBaseURL(llmURL string) string {
+	u := strings.TrimRight(llmURL, "/")
+	return strings.TrimSuffix(u, "/v1")
+}
+
 // BaseEnv are the variables of the worker's own environment that every
 // child gets when they are set (SPEC §5). Nothing else is inherited unless
 // named.
@@ -115,6 +123,9 @@ func buildEnv(lookup func(string) (string, bool), spec EnvSpec, own rolloutEnv) 
 	env["OPENAI_BASE_URL"] = req.LLMURL
 	env["OPENAI_API_BASE"] = req.LLMURL
 	env["OPENAI_API_KEY"] = req.APIKey
+	// Anthropic SDKs add /v1/messages to their base URL themselves.
+	env["ANTHROPIC_BASE_URL"] = anthropicBaseURL(req.LLMURL)
+	env["ANTHROPIC_API_KEY"] = req.APIKey
 	env[flywheel.EnvRolloutID] = req.RolloutID
 	env[flywheel.EnvTurnInputFile] = own.turnInputFile
 	if len(req.TurnInput) < TurnInputEnvLimit && !strings.ContainsRune(req.TurnInput, 0) {

@@ -39,12 +39,13 @@ func TestBuildEnv_AllowList(t *testing.T) {
 		},
 		{
 			name: "named variables pass, provider credentials only when named",
-			spec: EnvSpec{Pass: []string{"PASSED", "ANTHROPIC_API_KEY", "NOT_SET"}, Set: map[string]string{"AGENT_MODEL": "gpt-x"}},
-			want: map[string]string{"PASSED": "yes", "ANTHROPIC_API_KEY": "sk-ant", "AGENT_MODEL": "gpt-x"},
+			spec: EnvSpec{Pass: []string{"PASSED", "AZURE_OPENAI_API_KEY", "NOT_SET"}, Set: map[string]string{"AGENT_MODEL": "gpt-x"}},
+			want: map[string]string{"PASSED": "yes", "AZURE_OPENAI_API_KEY": "az", "AGENT_MODEL": "gpt-x"},
 		},
 		{
 			name: "gyre's own variables win over named ones",
-			spec: EnvSpec{Pass: []string{"OPENAI_API_KEY"}, Set: map[string]string{"OPENAI_BASE_URL": "http://elsewhere"}},
+			spec: EnvSpec{Pass: []string{"OPENAI_API_KEY", "ANTHROPIC_API_KEY"},
+				Set: map[string]string{"OPENAI_BASE_URL": "http://elsewhere", "ANTHROPIC_BASE_URL": "https://api.anthropic.com"}},
 			want: map[string]string{},
 		},
 	} {
@@ -58,6 +59,7 @@ func TestBuildEnv_AllowList(t *testing.T) {
 			want := map[string]string{
 				"PATH": "/usr/bin", "HOME": "/home/w", "LANG": "C.UTF-8", "TZ": "UTC", "TMPDIR": "/tmp/w",
 				"OPENAI_BASE_URL": req.LLMURL, "OPENAI_API_BASE": req.LLMURL, "OPENAI_API_KEY": "rollout-key",
+				"ANTHROPIC_BASE_URL": "https://gyre/gw/tok", "ANTHROPIC_API_KEY": "rollout-key",
 				"GYRE_ROLLOUT_ID": "r1", "GYRE_TURN_INPUT": "hi", "GYRE_TURN_INPUT_FILE": own.turnInputFile,
 				"GYRE_ARTIFACTS_DIR": own.artifactsDir, "GYRE_DEADLINE_TS": "1790000000.25", "GYRE_REPORT": own.reportPath,
 			}
@@ -68,6 +70,20 @@ func TestBuildEnv_AllowList(t *testing.T) {
 				t.Errorf("child environment (-want +got):\n%s", d)
 			}
 		})
+	}
+}
+
+func TestAnthropicBaseURL_IsTheGatewayRootWithoutV1(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"https://gyre.example/gw/tok/v1":  "https://gyre.example/gw/tok",
+		"https://gyre.example/gw/tok/v1/": "https://gyre.example/gw/tok",
+		"http://127.0.0.1:7070/x/gw/t/v1": "http://127.0.0.1:7070/x/gw/t",
+		"https://gyre.example/gw/tok":     "https://gyre.example/gw/tok",
+	} {
+		if got := anthropicBaseURL(in); got != want {
+			t.Errorf("anthropicBaseURL(%q) = %q, want %q", in, got, want)
+		}
 	}
 }
 

@@ -475,7 +475,7 @@ func TestWorker_ChildEnvironment(t *testing.T) {
 		"OPENAI_BASE_URL": "https://api.openai.com/v1", "ANTHROPIC_API_KEY": "sk-ant", "AZURE_OPENAI_KEY": "az",
 		"AWS_SECRET_ACCESS_KEY": "aws", "CUSTOM_SETTING": "passed", "UNNAMED": "not passed",
 	}
-	spec := worker.EnvSpec{Pass: []string{"CUSTOM_SETTING", "ANTHROPIC_API_KEY"}, Set: map[string]string{"AGENT_MODEL": "gpt-test"}}
+	spec := worker.EnvSpec{Pass: []string{"CUSTOM_SETTING", "ANTHROPIC_API_KEY", "AZURE_OPENAI_KEY"}, Set: map[string]string{"AGENT_MODEL": "gpt-test"}}
 	w := startWorker(t, srv, runOpts{argv: agentCmd(t, "env", dumps), env: spec, lookup: mapEnv(workerEnv), concurrency: 2})
 	for _, id := range ids {
 		srv.WaitRollout(id, waitFor, hasOutput)
@@ -505,8 +505,10 @@ func TestWorker_ChildEnvironment(t *testing.T) {
 		input := []string{"first", big}[i]
 		want := map[string]string{
 			"PATH": os.Getenv("PATH"), "HOME": "/home/agent", "LANG": "C.UTF-8", "TZ": "UTC",
-			"CUSTOM_SETTING": "passed", "ANTHROPIC_API_KEY": "sk-ant", "AGENT_MODEL": "gpt-test",
+			"CUSTOM_SETTING": "passed", "AZURE_OPENAI_KEY": "az", "AGENT_MODEL": "gpt-test",
 			"OPENAI_BASE_URL": req.LLMURL, "OPENAI_API_BASE": req.LLMURL, "OPENAI_API_KEY": req.APIKey,
+			// gyre's own Anthropic variables win over the worker's, even named.
+			"ANTHROPIC_BASE_URL": strings.TrimSuffix(req.LLMURL, "/v1"), "ANTHROPIC_API_KEY": req.APIKey,
 			"GYRE_ROLLOUT_ID": id, "GYRE_DEADLINE_TS": strconv.FormatFloat(req.DeadlineTS, 'f', -1, 64),
 			"GYRE_TURN_INPUT_FILE": env["GYRE_TURN_INPUT_FILE"], "GYRE_ARTIFACTS_DIR": env["GYRE_ARTIFACTS_DIR"],
 			"GYRE_REPORT": env["GYRE_REPORT"],
