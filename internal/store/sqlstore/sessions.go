@@ -87,4 +87,3 @@ func (s *Store) DeleteUISession(ctx context.Context, tokenHash [32]byte) error {
 	}
 	return nil
 }
-
