@@ -76,6 +76,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("Recorded", func(t *testing.T) { t.Parallel(); runRecorded(t, open) })
 	t.Run("Datasets", func(t *testing.T) { t.Parallel(); runDatasets(t, open) })
 	t.Run("Regrade", func(t *testing.T) { t.Parallel(); runRegrade(t, open) })
+	t.Run("RolloutFilters", func(t *testing.T) { t.Parallel(); runRolloutFilters(t, open) })
 	t.Run("UISessions", func(t *testing.T) { t.Parallel(); runUISessions(t, open) })
 }
 
