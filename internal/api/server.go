@@ -149,6 +149,9 @@ type Deps struct {
 	// Limiter holds the rate limits of SPEC §2 (the gateway's own routes
 	// take theirs from the gateway); nil limits nothing.
 	Limiter *ratelimit.Limiter
+	// UI is the web UI, served under /ui/ with "/" redirecting there;
+	// nil serves no UI.
+	UI http.Handler
 	// Datasets builds datasets; the server wakes it when one is created.
 	// nil makes a builder that nothing runs: datasets are then built by
 	// whichever replica runs one (an empty selection is built at once).
@@ -167,6 +170,7 @@ type Server struct {
 	gateway  *gateway.Gateway
 	limiter  *ratelimit.Limiter
 	datasets *build.Builder
+	ui       http.Handler
 	tracer   trace.Tracer
 	auth     *auth.Authenticator
 	mux      *http.ServeMux
@@ -202,6 +206,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 		gateway:  d.Gateway,
 		limiter:  d.Limiter,
 		datasets: d.Datasets,
+		ui:       d.UI,
 		tracer:   d.Tracing.Tracer(),
 		auth:     auth.NewAuthenticator(d.Store),
 		mux:      http.NewServeMux(),
@@ -400,4 +405,5 @@ func (s *Server) routes() {
 	s.recordedRoutes()
 	s.datasetRoutes()
 	s.groupRoutes()
+	s.uiRoutes()
 }

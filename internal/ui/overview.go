@@ -1,0 +1,141 @@
+package ui
+
+import (
+	"cmp"
+	"html/template"
+	"net/http"
+	"slices"
+
+	"github.com/gyrehq/gyre/internal/store"
+	"github.com/gyrehq/gyre/internal/ui/chart"
+)
+
+// overviewBatches bounds the batches the overview reads: its charts and
+// yield cover the agent's newest batches, not its whole history.
+const overviewBatches = 50
+
+// recentBatches is how many batches the overview lists.
+const recentBatches = 10
+
+type overviewData struct {
+	Agents []string
+	Agent  string
+	// Found is false when the tenant has seen no agent yet.
+	Found   bool
+	Summary store.AgentSummary
+	States  []stateCount
+	Total   int
+	// Charts.
+	StateChart, PassChart, ReasonChart, ExclusionChart template.HTML
+	// Over the newest BatchesRead batches.
+	BatchesRead      int
+	Finished         int
+	TrainingGrade    int
+	Recent           []batchRow
+	Policy           *string
+	ExclusionReasons []reasonCount
+}
+
+type reasonCount struct {
+	Reason string
+	N      int
+}
+
+// sortedReasons lists counts by reason, largest first, then by name.
+func sortedReasons(m map[string]int) []reasonCount {
+	out := make([]reasonCount, 0, len(m))
+	for r, n := range m {
+		out = append(out, reasonCount{r, n})
+	}
+	slices.SortFunc(out, func(a, b reasonCount) int {
+		return cmp.Or(cmp.Compare(b.N, a.N), cmp.Compare(a.Reason, b.Reason))
+	})
+	return out
+}
+
+func reasonBars(rs []reasonCount) []chart.Bar {
+	bars := make([]chart.Bar, len(rs))
+	for i, r := range rs {
+		bars[i] = chart.Bar{Label: r.Reason, Value: float64(r.N)}
+	}
+	return bars
+}
+
+// overview is GET /ui/?agent=: one agent's rollouts, results over its
+// newest batches, and its promoted policy.
+func (u *UI) overview(w http.ResponseWriter, r *http.Request, s session) error {
+	ctx := r.Context()
+	agents, err := u.store.ListAgents(ctx, s.TenantID)
+	if err != nil {
+		return err
+	}
+	d := overviewData{}
+	for _, a := range agents {
+		d.Agents = append(d.Agents, a.AgentID)
+	}
+	want := r.URL.Query().Get("agent")
+	for _, a := range agents {
+		if want == "" || a.AgentID == want {
+			d.Summary, d.Agent, d.Found = a, a.AgentID, true
+			break
+		}
+	}
+	if want != "" && !d.Found {
+		return errPageNotFound
+	}
+	if d.Found {
+		if err := u.fillOverview(r, s, &d); err != nil {
+			return err
+		}
+	}
+	u.render(w, r, http.StatusOK, "overview", view{Title: "Overview", Nav: "overview", Session: s, Data: d})
+	return nil
+}
+
+func (u *UI) fillOverview(r *http.Request, s session, d *overviewData) error {
+	ctx := r.Context()
+	d.States = orderedStates(d.Summary.Counts)
+	bars := make([]chart.Bar, len(d.States))
+	for i, sc := range d.States {
+		bars[i] = chart.Bar{Label: sc.State, Value: float64(sc.N)}
+		d.Total += sc.N
+	}
+	d.StateChart = chart.Bars{Meta: chart.Meta{ID: "chart-states", Title: "Rollouts by state",
+		Desc: "How many of the agent's rollouts are in each state.", Empty: "This agent has no rollouts yet."},
+		Bars: bars, ValueLabel: "rollouts"}.SVG()
+	d.ExclusionReasons = sortedReasons(d.Summary.Exclusions)
+	d.ExclusionChart = chart.Bars{Meta: chart.Meta{ID: "chart-exclusions", Title: "Exclusions by reason",
+		Desc:  "Rollouts left out of training and pass rates, by the exclusion the agent reported or the state the server ended them in.",
+		Empty: "No rollout of this agent was excluded."}, Bars: reasonBars(d.ExclusionReasons), ValueLabel: "rollouts"}.SVG()
+
+	batches, _, err := u.store.ListBatches(ctx, s.TenantID, store.BatchFilter{AgentID: d.Agent}, store.Page{Limit: overviewBatches})
+	if err != nil {
+		return err
+	}
+	d.BatchesRead = len(batches)
+	for _, b := range batches[:min(len(batches), recentBatches)] {
+		d.Recent = append(d.Recent, rowOf(b))
+	}
+	reasons := map[string]int{}
+	var points []chart.TimePoint
+	for i := len(batches) - 1; i >= 0; i-- { // oldest first
+		b := batches[i]
+		d.Finished += b.Finished
+		d.TrainingGrade += b.TrainingGrade
+		for k, n := range b.NotTrainingGrade {
+			reasons[k] += n
+		}
+		if n := b.Passed + b.Failed; n > 0 {
+			points = append(points, chart.TimePoint{At: b.CreatedAt, Value: float64(b.Passed) / float64(n), Label: "batch " + short(b.ID)})
+		}
+	}
+	d.PassChart = chart.Line{Meta: chart.Meta{ID: "chart-pass-rate", Title: "Pass rate per batch",
+		Desc:  "Passed ÷ (passed + failed) of each of the agent's newest batches, over the batch's creation time; excluded and abstained rollouts are left out.",
+		Empty: "No batch of this agent has a graded, non-excluded rollout yet."},
+		Points: points, YLabel: "pass rate", Max: 1, Percent: true}.SVG()
+	d.ReasonChart = chart.Bars{Meta: chart.Meta{ID: "chart-reasons", Title: "Why finished rollouts are not training grade",
+		Desc:  "Each reason counted over the finished rollouts of the newest batches that are not training grade.",
+		Empty: "No finished rollout is missing training grade."}, Bars: reasonBars(sortedReasons(reasons)), ValueLabel: "rollouts"}.SVG()
+	d.Policy, err = u.store.AgentPolicy(ctx, s.TenantID, d.Agent)
+	return err
+}
