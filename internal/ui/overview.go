@@ -73,11 +73,16 @@ func (u *UI) overview(w http.ResponseWriter, r *http.Request, s session) error {
 	for _, a := range agents {
 		d.Agents = append(d.Agents, a.AgentID)
 	}
+	// Without a choice, the agent with the most rollouts.
 	want := r.URL.Query().Get("agent")
+	most := -1
 	for _, a := range agents {
-		if want == "" || a.AgentID == want {
-			d.Summary, d.Agent, d.Found = a, a.AgentID, true
-			break
+		n := 0
+		for _, c := range a.Counts {
+			n += c
+		}
+		if want == "" && n > most || a.AgentID == want {
+			d.Summary, d.Agent, d.Found, most = a, a.AgentID, true, n
 		}
 	}
 	if want != "" && !d.Found {

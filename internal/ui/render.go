@@ -53,6 +53,7 @@ var funcs = template.FuncMap{
 	"link":        link,
 	"list":        func(s ...string) []string { return s },
 	"exclusionOf": exclusionOf,
+	"inc":        func(i int) int { return i + 1 },
 	"ms": func(d time.Duration) string {
 		return strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 1, 64) + " ms"
 	},
@@ -80,11 +81,12 @@ func ratio(n, d int) string {
 	return strconv.FormatFloat(float64(n)*100/float64(d), 'f', 1, 64) + "%"
 }
 
-// short is the first 8 characters of an id (UUIDv7s differ at the end
-// too, so pages also show ids whole where one is the subject).
+// short is the last 8 characters of an id: UUIDv7s minted together
+// share their first, time-ordered characters, so the tail tells them
+// apart (pages show an id whole where it is the subject).
 func short(id string) string {
 	if len(id) > 8 {
-		return id[:8] + "…"
+		return "…" + id[len(id)-8:]
 	}
 	return id
 }
@@ -92,7 +94,7 @@ func short(id string) string {
 // stateClass is the badge class of a rollout or batch state, outcome or
 // tool-call outcome: unknown and abstentions each have their own look.
 func stateClass(s any) string {
-	switch fmt.Sprint(s) {
+	switch fmt.Sprint(deref(s)) {
 	case "graded", "ok", "passed", "finished", "true", "on_policy":
 		return "b-ok"
 	case "failed", "false", "off_policy", "abandoned", "deadline_exceeded":

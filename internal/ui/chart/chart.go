@@ -118,6 +118,18 @@ func niceMax(v float64) float64 {
 	return 10 * p
 }
 
+// countTicks chooses a whole tick step of 1, 2 or 5 times a power of ten
+// giving at most five steps, and the axis top, a multiple of it.
+func countTicks(most int) (step, top float64) {
+	for p := 1.0; ; p *= 10 {
+		for _, m := range []float64{1, 2, 5} {
+			if step = m * p; float64(most) <= 5*step {
+				return step, math.Max(step, math.Ceil(float64(most)/step)*step)
+			}
+		}
+	}
+}
+
 func formatCount(v float64) string {
 	if v == math.Trunc(v) {
 		return strconv.FormatFloat(v, 'f', 0, 64)
@@ -216,9 +228,9 @@ func (l Line) SVG() template.HTML {
 // Bar chart layout: one row per bar.
 const (
 	barRow    = 26
-	barLabelW = 220
+	barLabelW = 250
 	barValueW = 56
-	maxLabel  = 32
+	maxLabel  = 28
 )
 
 // SVG renders the bar chart.
@@ -269,7 +281,7 @@ func (h Histogram) SVG() template.HTML {
 	if total == 0 {
 		return h.empty()
 	}
-	top := niceMax(float64(most))
+	step, top := countTicks(most)
 	plotW, plotH := float64(width-marginL-marginR), float64(lineHeight-marginT-marginB)
 	binW := plotW / float64(len(h.Counts))
 	y := func(v float64) float64 { return marginT + plotH*(1-v/top) }
@@ -278,8 +290,7 @@ func (h Histogram) SVG() template.HTML {
 
 	var b strings.Builder
 	h.open(&b, lineHeight)
-	for i := 0; i <= 4; i++ {
-		v := top * float64(i) / 4
+	for v := 0.0; v <= top; v += step {
 		fmt.Fprintf(&b, `<line class="grid" x1="%d" x2="%d" y1="%s" y2="%s"/>`, marginL, width-marginR, num(y(v)), num(y(v)))
 		fmt.Fprintf(&b, `<text class="tick" x="%d" y="%s" text-anchor="end">%s</text>`, marginL-6, num(y(v)+4), esc(formatCount(v)))
 	}
@@ -294,11 +305,11 @@ func (h Histogram) SVG() template.HTML {
 		rows[i] = [2]string{bin, strconv.Itoa(n)}
 	}
 	// x ticks at every other edge, so labels never collide.
-	step := 1
+	every := 1
 	if len(h.Counts) > 5 {
-		step = 2
+		every = 2
 	}
-	for i := 0; i <= len(h.Counts); i += step {
+	for i := 0; i <= len(h.Counts); i += every {
 		fmt.Fprintf(&b, `<text class="tick" x="%s" y="%d" text-anchor="middle">%s</text>`,
 			num(marginL+binW*float64(i)), lineHeight-marginB+18, esc(fe(edge(i))))
 	}

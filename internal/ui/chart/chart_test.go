@@ -136,3 +136,17 @@ func TestNiceMaxRoundsUpToOneTwoOrFive(t *testing.T) {
 		}
 	}
 }
+
+// Counts get whole ticks: never 0.5 rollouts.
+func TestCountTicksAreWholeAndCoverTheMaximum(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		most      int
+		step, top float64
+	}{{1, 1, 1}, {2, 1, 2}, {5, 1, 5}, {6, 2, 6}, {9, 2, 10}, {11, 5, 15}, {26, 10, 30}, {240, 50, 250}} {
+		step, top := countTicks(tc.most)
+		if step != tc.step || top != tc.top {
+			t.Errorf("countTicks(%d) = %g, %g; want %g, %g", tc.most, step, top, tc.step, tc.top)
+		}
+	}
+}
