@@ -53,7 +53,7 @@ var funcs = template.FuncMap{
 	"link":        link,
 	"list":        func(s ...string) []string { return s },
 	"exclusionOf": exclusionOf,
-	"inc":        func(i int) int { return i + 1 },
+	"inc":         func(i int) int { return i + 1 },
 	"ms": func(d time.Duration) string {
 		return strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 1, 64) + " ms"
 	},
