@@ -187,6 +187,9 @@ func TestUI(t *testing.T) {
 		if p := c.get("/"); p.status != http.StatusFound || p.header.Get("Location") != "/ui/" {
 			t.Errorf("GET /: %d to %q", p.status, p.header.Get("Location"))
 		}
+		if p := c.get("/ui"); p.status != http.StatusTemporaryRedirect || p.header.Get("Location") != "/ui/" {
+			t.Errorf("GET /ui: %d to %q, want 307 to /ui/", p.status, p.header.Get("Location"))
+		}
 		for _, path := range []string{"/nope", "/uix", "/api/v1/nope"} {
 			p := c.get(path)
 			if p.status != http.StatusNotFound || !strings.HasPrefix(p.header.Get("Content-Type"), "application/json") || !strings.Contains(p.body, `"code"`) {
@@ -244,6 +247,26 @@ func TestUI(t *testing.T) {
 		}
 		if p := c.get("/ui/"); strings.Contains(p.body, "support-bot") {
 			t.Error("the overview of another tenant shows this tenant's agent")
+		}
+	})
+
+	t.Run("ARunningBatchRefreshesLiveAndAFinishedOneStops", func(t *testing.T) {
+		c := s.client()
+		c.signIn(s.reader)
+		for _, tc := range []struct {
+			id   string
+			live bool
+		}{{seed.Running, true}, {seed.Batch, false}} {
+			for _, path := range []string{"/ui/batches/" + tc.id, "/ui/batches/" + tc.id + "/live"} {
+				p := c.get(path)
+				polls := strings.Contains(p.body, `hx-get="/ui/batches/`+tc.id+`/live"`) && strings.Contains(p.body, `hx-trigger="every 5s"`)
+				if p.status != http.StatusOK || polls != tc.live {
+					t.Errorf("%s: status %d, polls %v, want %v", path, p.status, polls, tc.live)
+				}
+			}
+		}
+		if p := c.get("/ui/batches/" + seed.Running + "/live"); strings.Contains(p.body, "<html") {
+			t.Error("the live fragment is a whole page")
 		}
 	})
 
