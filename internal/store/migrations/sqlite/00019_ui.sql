@@ -11,7 +11,10 @@ CREATE TABLE ui_sessions (
 );
 -- Expired sessions are deleted a few at a time, oldest expiry first.
 CREATE INDEX ui_sessions_expires ON ui_sessions (expires_us);
+-- The web UI's rollouts table of a batch pages newest first by id.
+CREATE INDEX rollouts_batch_id ON rollouts (batch_id, id);
 
 -- +goose Down
+DROP INDEX rollouts_batch_id;
 DROP INDEX ui_sessions_expires;
 DROP TABLE ui_sessions;
