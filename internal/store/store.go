@@ -80,6 +80,7 @@ type Store interface {
 	DatasetStore
 	GroupStore
 	UISessionStore
+	UIStatsStore
 
 	// CreateTenant creates a tenant; ErrConflict if the name exists.
 	CreateTenant(ctx context.Context, name string) (gyre.Tenant, error)

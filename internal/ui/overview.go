@@ -3,8 +3,10 @@ package ui
 import (
 	"cmp"
 	"html/template"
+	"math"
 	"net/http"
 	"slices"
+	"time"
 
 	"github.com/gyrehq/gyre/internal/store"
 	"github.com/gyrehq/gyre/internal/ui/chart"
@@ -16,6 +18,32 @@ const overviewBatches = 50
 
 // recentBatches is how many batches the overview lists.
 const recentBatches = 10
+
+// The overview's gateway summary reads at most latencyCalls of the
+// agent's newest calls of the last latencyWindow.
+const (
+	latencyWindow = 24 * time.Hour
+	latencyCalls  = 10000
+)
+
+// gatewayStats is the overview's gateway summary.
+type gatewayStats struct {
+	store.AgentCalls
+	P50, P99 *time.Duration
+	Window   string
+	Limit    int
+}
+
+// percentile is the nearest-rank percentile p (0 < p ≤ 100) of sorted
+// durations; nil when there are none.
+func percentile(sorted []time.Duration, p float64) *time.Duration {
+	if len(sorted) == 0 {
+		return nil
+	}
+	i := int(math.Ceil(p/100*float64(len(sorted)))) - 1
+	d := sorted[min(max(i, 0), len(sorted)-1)]
+	return &d
+}
 
 type overviewData struct {
 	Agents []string
@@ -34,6 +62,7 @@ type overviewData struct {
 	Recent           []batchRow
 	Policy           *string
 	ExclusionReasons []reasonCount
+	Gateway          gatewayStats
 }
 
 type reasonCount struct {
@@ -141,6 +170,14 @@ func (u *UI) fillOverview(r *http.Request, s session, d *overviewData) error {
 	d.ReasonChart = chart.Bars{Meta: chart.Meta{ID: "chart-reasons", Title: "Why finished rollouts are not training grade",
 		Desc:  "Each reason counted over the finished rollouts of the newest batches that are not training grade.",
 		Empty: "No finished rollout is missing training grade."}, Bars: reasonBars(sortedReasons(reasons)), ValueLabel: "rollouts"}.SVG()
-	d.Policy, err = u.store.AgentPolicy(ctx, s.TenantID, d.Agent)
-	return err
+	if d.Policy, err = u.store.AgentPolicy(ctx, s.TenantID, d.Agent); err != nil {
+		return err
+	}
+	calls, err := u.store.AgentCalls(ctx, s.TenantID, d.Agent, u.clock.Now().Add(-latencyWindow), latencyCalls)
+	if err != nil {
+		return err
+	}
+	d.Gateway = gatewayStats{AgentCalls: calls, P50: percentile(calls.Latencies, 50), P99: percentile(calls.Latencies, 99),
+		Window: "24 hours", Limit: latencyCalls}
+	return nil
 }

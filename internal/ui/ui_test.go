@@ -270,6 +270,21 @@ func TestUI(t *testing.T) {
 		}
 	})
 
+	t.Run("TheOverviewCountsTheAgentsGatewayCallsWithLatencies", func(t *testing.T) {
+		c := s.client()
+		c.signIn(s.reader)
+		p := c.get("/ui/?agent=support-bot")
+		// Four rollouts, two completions each, all counted.
+		for _, want := range []string{`<div class="k">Calls</div><div class="v">8</div><div class="k">0 not counted</div>`, "Latency p50", "Latency p99", "over 8 finished calls"} {
+			if !strings.Contains(p.body, want) {
+				t.Errorf("overview lacks %q", want)
+			}
+		}
+		if p := c.get("/ui/?agent=queued-bot"); !strings.Contains(p.body, "The gateway recorded no call of this agent in the last 24 hours.") {
+			t.Error("an agent without calls does not say so")
+		}
+	})
+
 	t.Run("BadFiltersAreRefusedWithAWord", func(t *testing.T) {
 		c := s.client()
 		c.signIn(s.reader)

@@ -77,6 +77,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("Datasets", func(t *testing.T) { t.Parallel(); runDatasets(t, open) })
 	t.Run("Regrade", func(t *testing.T) { t.Parallel(); runRegrade(t, open) })
 	t.Run("RolloutFilters", func(t *testing.T) { t.Parallel(); runRolloutFilters(t, open) })
+	t.Run("UIStats", func(t *testing.T) { t.Parallel(); runUIStats(t, open) })
 	t.Run("UISessions", func(t *testing.T) { t.Parallel(); runUISessions(t, open) })
 }
 
