@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gyrehq/gyre/flywheel"
+	"github.com/gyrehq/gyre/internal/promotion"
 	"github.com/gyrehq/gyre/internal/store/storeopen"
 	"github.com/gyrehq/gyre/internal/ui"
 )
@@ -123,6 +125,7 @@ func TestUI(t *testing.T) {
 			{"POST", "/agents/support-bot/claim"},
 			{"POST", "/turns"},
 			{"POST", "/agents/support-bot/v1/chat/completions"},
+			{"POST", liveGateway(t, s) + "/chat/completions"},
 		} {
 			req, _ := http.NewRequest(r.method, s.ts.URL+r.path, strings.NewReader("{}"))
 			req.Header.Set("Content-Type", "application/json")
@@ -285,6 +288,20 @@ func TestUI(t *testing.T) {
 		}
 	})
 
+	t.Run("TheOverviewShowsThePromotedPolicy", func(t *testing.T) {
+		c := s.client()
+		c.signIn(s.reader)
+		if p := c.get("/ui/?agent=queued-bot"); !strings.Contains(p.body, `<div class="v mono">none</div>`) {
+			t.Error("an agent without a promoted policy does not say none")
+		}
+		if _, err := s.st.SetPromotedPolicy(t.Context(), promotion.Change{TenantID: s.tenant.ID, AgentID: "queued-bot", Policy: "p1", SetBy: "test"}); err != nil {
+			t.Fatal(err)
+		}
+		if p := c.get("/ui/?agent=queued-bot"); !strings.Contains(p.body, `<div class="v mono">p1</div>`) {
+			t.Error("the promoted policy is not shown")
+		}
+	})
+
 	t.Run("BadFiltersAreRefusedWithAWord", func(t *testing.T) {
 		c := s.client()
 		c.signIn(s.reader)
@@ -295,6 +312,22 @@ func TestUI(t *testing.T) {
 			}
 		}
 	})
+}
+
+// liveGateway claims the queued batch's rollout and returns its live
+// gateway URL (path only).
+func liveGateway(t *testing.T, s *server) string {
+	t.Helper()
+	var claim flywheel.ClaimResponse
+	s.call("POST", "/agents/queued-bot/claim", s.agent, map[string]any{"lease_seconds": 300}, http.StatusOK, &claim)
+	if len(claim.Rollouts) != 1 {
+		t.Fatalf("claimed %d rollouts, want 1", len(claim.Rollouts))
+	}
+	u, err := url.Parse(claim.Rollouts[0].LLMURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Path
 }
 
 func otherKey(t *testing.T, s *server, tenantID string) (string, string) {
