@@ -27,8 +27,6 @@ type outputView struct {
 	Exclusion             *exclusionView  `json:"exclusion"`
 	Artifacts             map[string]any  `json:"artifacts"`
 	AgentFingerprint      json.RawMessage `json:"agent_fingerprint"`
-	Reward                *float64        `json:"reward"`
-	Success               *bool           `json:"success"`
 }
 
 type toolCallView struct {
