@@ -2,12 +2,80 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"slices"
 	"time"
 
+	"github.com/gyrehq/gyre"
 	"github.com/gyrehq/gyre/internal/store"
 )
+
+// AgentsSeen lists the tenant's agents by id from the agents table.
+func (s *Store) AgentsSeen(ctx context.Context, tenantID string, limit int) ([]store.AgentSeen, error) {
+	if limit < 1 {
+		return nil, fmt.Errorf("agents seen: limit must be positive, not %d", limit)
+	}
+	rows, err := s.reader.QueryContext(ctx,
+		`SELECT agent_id, first_seen_us FROM agents WHERE tenant_id = $1 ORDER BY agent_id LIMIT $2`, tenantID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("agents seen: %w", err)
+	}
+	out := []store.AgentSeen{}
+	err = eachRow(rows, func() error {
+		var (
+			a    store.AgentSeen
+			seen int64
+		)
+		if err := rows.Scan(&a.AgentID, &seen); err != nil {
+			return err
+		}
+		a.FirstSeenAt = store.FromMicros(seen)
+		out = append(out, a)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("agents seen: %w", err)
+	}
+	return out, nil
+}
+
+// BatchExclusions counts the batches' excluded rollouts by reason, over
+// the (batch_id, state) index for server-ended states.
+func (s *Store) BatchExclusions(ctx context.Context, tenantID string, batchIDs []string) (map[string]int, error) {
+	out := map[string]int{}
+	if len(batchIDs) == 0 {
+		return out, nil
+	}
+	in, args := inList(2, batchIDs)
+	rows, err := s.reader.QueryContext(ctx, `SELECT state, exclusion_reason, COUNT(*) FROM rollouts
+		WHERE tenant_id = $1 AND batch_id IN (`+in+`) AND (exclusion_reason IS NOT NULL OR state IN (`+serverEndedIn()+`))
+		GROUP BY state, exclusion_reason`, append([]any{tenantID}, args...)...)
+	if err != nil {
+		return nil, fmt.Errorf("batch exclusions: %w", err)
+	}
+	err = eachRow(rows, func() error {
+		var (
+			state  gyre.RolloutState
+			reason sql.NullString
+			n      int
+		)
+		if err := rows.Scan(&state, &reason, &n); err != nil {
+			return err
+		}
+		switch {
+		case state.ServerEnded():
+			out["state:"+string(state)] += n
+		case reason.Valid:
+			out[reason.String] += n
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("batch exclusions: %w", err)
+	}
+	return out, nil
+}
 
 // AgentCalls reads the agent's newest gateway calls since a time, at
 // most limit, newest first down the (tenant_id, agent_id, received_us)

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -12,6 +13,52 @@ import (
 // The web UI's bounded summaries.
 func runUIStats(t *testing.T, open Opener) {
 	t.Run("AgentCallsReadsTheNewestCallsOfTheWindow", func(t *testing.T) { t.Parallel(); testAgentCalls(t, open) })
+	t.Run("BatchExclusionsCountLikeTheAgentSummary", func(t *testing.T) { t.Parallel(); testBatchExclusions(t, open) })
+	t.Run("AgentsSeenListsAgentsWithoutCounting", func(t *testing.T) { t.Parallel(); testAgentsSeen(t, open) })
+}
+
+func testBatchExclusions(t *testing.T, open Opener) {
+	f := newFilterFixture(t, open)
+	got, err := f.s.BatchExclusions(t.Context(), f.tenant.ID, []string{f.batch.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{"capacity": 1, "state:cancelled": 1}
+	if !maps.Equal(got, want) {
+		t.Errorf("BatchExclusions = %v, want %v", got, want)
+	}
+	agents, err := f.s.ListAgents(t.Context(), f.tenant.ID)
+	if err != nil || len(agents) != 1 || !maps.Equal(agents[0].Exclusions, got) {
+		t.Errorf("ListAgents exclusions = %+v (%v), want the same counts %v", agents, err, got)
+	}
+	other := mustTenant(t, f.s, "other")
+	if got, err := f.s.BatchExclusions(t.Context(), other.ID, []string{f.batch.ID}); err != nil || len(got) != 0 {
+		t.Errorf("another tenant's batch: %v, %v; want nothing", got, err)
+	}
+	if got, err := f.s.BatchExclusions(t.Context(), f.tenant.ID, nil); err != nil || got == nil || len(got) != 0 {
+		t.Errorf("no batch: %v, %v; want an empty map", got, err)
+	}
+}
+
+func testAgentsSeen(t *testing.T, open Opener) {
+	f := newRolloutFixture(t, open, 1)
+	f.batch(t, store.NewBatch{AgentID: "zeta"})
+	f.clk.Advance(time.Second)
+	f.batch(t, store.NewBatch{AgentID: "alpha"})
+	got, err := f.s.AgentsSeen(t.Context(), f.tenant.ID, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].AgentID != "alpha" || got[1].AgentID != "zeta" || !got[1].FirstSeenAt.Before(got[0].FirstSeenAt) {
+		t.Errorf("AgentsSeen = %+v, want alpha then zeta, zeta seen first", got)
+	}
+	if got, err := f.s.AgentsSeen(t.Context(), f.tenant.ID, 1); err != nil || len(got) != 1 || got[0].AgentID != "alpha" {
+		t.Errorf("AgentsSeen(limit 1) = %+v, %v", got, err)
+	}
+	other := mustTenant(t, f.s, "other")
+	if got, err := f.s.AgentsSeen(t.Context(), other.ID, 10); err != nil || got == nil || len(got) != 0 {
+		t.Errorf("another tenant: %+v, %v; want an empty list", got, err)
+	}
 }
 
 func testAgentCalls(t *testing.T, open Opener) {

@@ -13,6 +13,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -44,19 +45,25 @@ func run() error {
 	var (
 		rollouts = flag.Int("rollouts", 100000, "rollouts to seed")
 		requests = flag.Int("requests", 200, "requests per page")
+		data     = flag.String("data", "", "keep the seeded store in this directory and, when it holds one, measure it again without seeding")
 	)
 	flag.Parse()
-	return measure(context.Background(), os.Stdout, *rollouts, *requests)
+	return measure(context.Background(), os.Stdout, *data, *rollouts, *requests)
 }
 
-// measure seeds n rollouts into a fresh store and writes each page's
-// server times over requests requests to w.
-func measure(ctx context.Context, w io.Writer, rollouts, requests int) error {
-	dir, err := os.MkdirTemp("", "uibench-")
-	if err != nil {
-		return err
+// measure seeds n rollouts into a fresh store (in dir, or a temporary
+// directory when dir is "") and writes each page's server times over
+// requests requests to w. A dir that already holds a seeded store is
+// measured as it is.
+func measure(ctx context.Context, w io.Writer, dir string, rollouts, requests int) error {
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "uibench-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(tmp)
+		dir = tmp
 	}
-	defer os.RemoveAll(dir)
 	st, err := storeopen.Open(ctx, storeopen.Options{DataDir: dir, Migrate: true})
 	if err != nil {
 		return err
@@ -67,20 +74,27 @@ func measure(ctx context.Context, w io.Writer, rollouts, requests int) error {
 		return err
 	}
 	defer blobs.Close()
-	tn, err := st.CreateTenant(ctx, "bench")
-	if err != nil {
+	tn, err := st.TenantByName(ctx, "bench")
+	n := rollouts
+	switch {
+	case err == nil:
+		fmt.Fprintln(os.Stderr, "measuring the store seeded before in", dir)
+	case errors.Is(err, store.ErrNotFound):
+		if tn, err = st.CreateTenant(ctx, "bench"); err != nil {
+			return err
+		}
+		start := time.Now()
+		if n, err = seed.Rollouts(ctx, st, blobs, tn.ID, rollouts); err != nil {
+			return fmt.Errorf("seed: %w", err)
+		}
+		fmt.Fprintf(os.Stderr, "seeded %d rollouts in %.0f s\n", n, time.Since(start).Seconds())
+	default:
 		return err
 	}
 	_, key, err := auth.CreateKey(ctx, st, tn.ID, auth.KeyRequest{Role: gyre.RoleReader})
 	if err != nil {
 		return err
 	}
-	start := time.Now()
-	n, err := seed.Rollouts(ctx, st, blobs, tn.ID, rollouts)
-	if err != nil {
-		return fmt.Errorf("seed: %w", err)
-	}
-	fmt.Fprintf(os.Stderr, "seeded %d rollouts in %.0f s\n", n, time.Since(start).Seconds())
 
 	web, err := ui.New(ui.Config{}, ui.Deps{Store: st, Blobs: blobs})
 	if err != nil {

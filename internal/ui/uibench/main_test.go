@@ -9,7 +9,7 @@ import (
 // seeded store (a failed page is an error, not a time).
 func TestEveryMeasuredPageAnswersOnASeededStore(t *testing.T) {
 	var out strings.Builder
-	if err := measure(t.Context(), &out, 4, 2); err != nil {
+	if err := measure(t.Context(), &out, "", 4, 2); err != nil {
 		t.Fatal(err)
 	}
 	for _, page := range []string{"/ui/ ", "/ui/batches ", "/ui/rollouts/"} {
