@@ -72,7 +72,7 @@ func (u *UI) batches(w http.ResponseWriter, r *http.Request, s session) error {
 	if d.State != "" && !validBatchState(d.State) {
 		return badRequest("Unknown batch state %q: choose running, finished or cancelled.", d.State)
 	}
-	agents, err := u.store.ListAgents(r.Context(), s.TenantID)
+	agents, err := u.store.AgentsSeen(r.Context(), s.TenantID, maxAgents)
 	if err != nil {
 		return err
 	}

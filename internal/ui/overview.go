@@ -8,6 +8,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/gyrehq/gyre"
+
 	"github.com/gyrehq/gyre/internal/store"
 	"github.com/gyrehq/gyre/internal/ui/chart"
 )
@@ -45,14 +47,17 @@ func percentile(sorted []time.Duration, p float64) *time.Duration {
 	return &d
 }
 
+// maxAgents bounds the agents the pages list in their agent choosers.
+const maxAgents = 500
+
 type overviewData struct {
 	Agents []string
 	Agent  string
 	// Found is false when the tenant has seen no agent yet.
-	Found   bool
-	Summary store.AgentSummary
-	States  []stateCount
-	Total   int
+	Found     bool
+	FirstSeen time.Time
+	States    []stateCount
+	Total     int
 	// Charts.
 	StateChart, PassChart, ReasonChart, ExclusionChart template.HTML
 	// Over the newest BatchesRead batches.
@@ -90,11 +95,12 @@ func reasonBars(rs []reasonCount) []chart.Bar {
 	return bars
 }
 
-// overview is GET /ui/?agent=: one agent's rollouts, results over its
-// newest batches, and its promoted policy.
+// overview is GET /ui/?agent=: one agent's rollouts and results over its
+// newest batches, its gateway calls of the last day, and its promoted
+// policy. Without a choice, the agent of the tenant's newest batch.
 func (u *UI) overview(w http.ResponseWriter, r *http.Request, s session) error {
 	ctx := r.Context()
-	agents, err := u.store.ListAgents(ctx, s.TenantID)
+	agents, err := u.store.AgentsSeen(ctx, s.TenantID, maxAgents)
 	if err != nil {
 		return err
 	}
@@ -102,16 +108,20 @@ func (u *UI) overview(w http.ResponseWriter, r *http.Request, s session) error {
 	for _, a := range agents {
 		d.Agents = append(d.Agents, a.AgentID)
 	}
-	// Without a choice, the agent with the most rollouts.
 	want := r.URL.Query().Get("agent")
-	most := -1
-	for _, a := range agents {
-		n := 0
-		for _, c := range a.Counts {
-			n += c
+	if want == "" && len(agents) > 0 {
+		newest, _, err := u.store.ListBatches(ctx, s.TenantID, store.BatchFilter{}, store.Page{Limit: 1})
+		if err != nil {
+			return err
 		}
-		if want == "" && n > most || a.AgentID == want {
-			d.Summary, d.Agent, d.Found, most = a, a.AgentID, true, n
+		want = agents[0].AgentID
+		if len(newest) > 0 {
+			want = newest[0].AgentID
+		}
+	}
+	for _, a := range agents {
+		if a.AgentID == want {
+			d.Agent, d.FirstSeen, d.Found = a.AgentID, a.FirstSeenAt, true
 		}
 	}
 	if want != "" && !d.Found {
@@ -128,20 +138,6 @@ func (u *UI) overview(w http.ResponseWriter, r *http.Request, s session) error {
 
 func (u *UI) fillOverview(r *http.Request, s session, d *overviewData) error {
 	ctx := r.Context()
-	d.States = orderedStates(d.Summary.Counts)
-	bars := make([]chart.Bar, len(d.States))
-	for i, sc := range d.States {
-		bars[i] = chart.Bar{Label: sc.State, Value: float64(sc.N)}
-		d.Total += sc.N
-	}
-	d.StateChart = chart.Bars{Meta: chart.Meta{ID: "chart-states", Title: "Rollouts by state",
-		Desc: "How many of the agent's rollouts are in each state.", Empty: "This agent has no rollouts yet."},
-		Bars: bars, ValueLabel: "rollouts"}.SVG()
-	d.ExclusionReasons = sortedReasons(d.Summary.Exclusions)
-	d.ExclusionChart = chart.Bars{Meta: chart.Meta{ID: "chart-exclusions", Title: "Exclusions by reason",
-		Desc:  "Rollouts left out of training and pass rates, by the exclusion the agent reported or the state the server ended them in.",
-		Empty: "No rollout of this agent was excluded."}, Bars: reasonBars(d.ExclusionReasons), ValueLabel: "rollouts"}.SVG()
-
 	batches, _, err := u.store.ListBatches(ctx, s.TenantID, store.BatchFilter{AgentID: d.Agent}, store.Page{Limit: overviewBatches})
 	if err != nil {
 		return err
@@ -150,10 +146,16 @@ func (u *UI) fillOverview(r *http.Request, s session, d *overviewData) error {
 	for _, b := range batches[:min(len(batches), recentBatches)] {
 		d.Recent = append(d.Recent, rowOf(b))
 	}
+	counts := map[gyre.RolloutState]int{}
 	reasons := map[string]int{}
+	ids := make([]string, len(batches))
 	var points []chart.TimePoint
 	for i := len(batches) - 1; i >= 0; i-- { // oldest first
 		b := batches[i]
+		ids[i] = b.ID
+		for st, n := range b.Counts {
+			counts[st] += n
+		}
 		d.Finished += b.Finished
 		d.TrainingGrade += b.TrainingGrade
 		for k, n := range b.NotTrainingGrade {
@@ -163,6 +165,23 @@ func (u *UI) fillOverview(r *http.Request, s session, d *overviewData) error {
 			points = append(points, chart.TimePoint{At: b.CreatedAt, Value: float64(b.Passed) / float64(n), Label: "batch " + short(b.ID)})
 		}
 	}
+	d.States = orderedStates(counts)
+	bars := make([]chart.Bar, len(d.States))
+	for i, sc := range d.States {
+		bars[i] = chart.Bar{Label: sc.State, Value: float64(sc.N)}
+		d.Total += sc.N
+	}
+	d.StateChart = chart.Bars{Meta: chart.Meta{ID: "chart-states", Title: "Rollouts by state",
+		Desc: "How many rollouts of the agent's newest batches are in each state.", Empty: "This agent has no rollouts yet."},
+		Bars: bars, ValueLabel: "rollouts"}.SVG()
+	exclusions, err := u.store.BatchExclusions(ctx, s.TenantID, ids)
+	if err != nil {
+		return err
+	}
+	d.ExclusionReasons = sortedReasons(exclusions)
+	d.ExclusionChart = chart.Bars{Meta: chart.Meta{ID: "chart-exclusions", Title: "Exclusions by reason",
+		Desc:  "Rollouts of the newest batches left out of training and pass rates, by the exclusion the agent reported or the state the server ended them in.",
+		Empty: "No rollout of these batches was excluded."}, Bars: reasonBars(d.ExclusionReasons), ValueLabel: "rollouts"}.SVG()
 	d.PassChart = chart.Line{Meta: chart.Meta{ID: "chart-pass-rate", Title: "Pass rate per batch",
 		Desc:  "Passed ÷ (passed + failed) of each of the agent's newest batches, over the batch's creation time; excluded and abstained rollouts are left out.",
 		Empty: "No batch of this agent has a graded, non-excluded rollout yet."},
