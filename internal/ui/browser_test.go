@@ -270,7 +270,7 @@ func TestBrowser(t *testing.T) {
 
 	pages := []struct{ name, path string }{
 		{"overview", "/ui/"},
-		{"overview-queued-agent", "/ui/?agent=queued-bot"},
+		{"overview-support-bot", "/ui/?agent=support-bot"},
 		{"batches", "/ui/batches"},
 		{"batches-running", "/ui/batches?state=running"},
 		{"batch", "/ui/batches/" + seed.Batch},
