@@ -16,7 +16,7 @@ import (
 
 // overviewBatches bounds the batches the overview reads: its charts and
 // yield cover the agent's newest batches, not its whole history.
-const overviewBatches = 50
+const overviewBatches = 20
 
 // recentBatches is how many batches the overview lists.
 const recentBatches = 10
@@ -25,7 +25,7 @@ const recentBatches = 10
 // agent's newest calls of the last latencyWindow.
 const (
 	latencyWindow = 24 * time.Hour
-	latencyCalls  = 10000
+	latencyCalls  = 2000
 )
 
 // gatewayStats is the overview's gateway summary.
@@ -60,8 +60,9 @@ type overviewData struct {
 	Total     int
 	// Charts.
 	StateChart, PassChart, ReasonChart, ExclusionChart template.HTML
-	// Over the newest BatchesRead batches.
+	// Over the newest BatchesRead batches, at most MaxBatches.
 	BatchesRead      int
+	MaxBatches       int
 	Finished         int
 	TrainingGrade    int
 	Recent           []batchRow
@@ -142,7 +143,7 @@ func (u *UI) fillOverview(r *http.Request, s session, d *overviewData) error {
 	if err != nil {
 		return err
 	}
-	d.BatchesRead = len(batches)
+	d.BatchesRead, d.MaxBatches = len(batches), overviewBatches
 	for _, b := range batches[:min(len(batches), recentBatches)] {
 		d.Recent = append(d.Recent, rowOf(b))
 	}
