@@ -3,7 +3,7 @@
 #   make test                 whole suite, race detector, against throwaway
 #                             PostgreSQL and S3 servers (scripts/testenv.sh)
 #   make test TESTFLAGS=-v    extra `go test` flags (also PKGS=./internal/...)
-#   make build | vet | fmt-check | bench | bench-gateway | bench-eval-memory | bench-datasets | fuzz-smoke
+#   make build | vet | fmt-check | bench | bench-gateway | bench-eval-memory | bench-datasets | bench-ui | fuzz-smoke
 
 GO         ?= go
 PKGS       ?= ./...
@@ -26,7 +26,7 @@ FUZZ_TARGETS ?= ./internal/api:FuzzTurnsIntake ./internal/jcs:FuzzAppendCanonica
 	./internal/harnesscheck:FuzzPathProblem ./internal/harnesscheck:FuzzTitleProbe
 FUZZTIME     ?= 20000x
 
-.PHONY: all test build vet fmt-check bench bench-gateway bench-eval-memory bench-datasets fuzz-smoke
+.PHONY: all test build vet fmt-check bench bench-gateway bench-eval-memory bench-datasets bench-ui fuzz-smoke
 
 all: fmt-check vet build test
 
@@ -72,6 +72,14 @@ DATASETBENCHFLAGS ?=
 bench-datasets:
 	$(GO) build -o bin/datasetbench ./internal/dataset/build/datasetbench
 	bin/datasetbench $(DATASETBENCHFLAGS)
+
+# bench-ui measures the web UI's server time per page (median and p95,
+# in-process, SQLite and file blobs) over a store seeded with training-grade
+# rollouts by the dataset benchmark's seeder. Not part of CI: seeding
+# 100,000 rollouts takes tens of minutes. E.g. UIBENCHFLAGS='-rollouts 10000'.
+UIBENCHFLAGS ?=
+bench-ui:
+	$(GO) run ./internal/ui/uibench $(UIBENCHFLAGS)
 
 fuzz-smoke:
 	@set -e; \

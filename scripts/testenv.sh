@@ -11,6 +11,8 @@
 #   * moto_server (S3) on a free loopback port with a bucket "gyre-test";
 #     exports GYRE_TEST_S3_URL=s3://gyre-test?endpoint=…&use_path_style=true&region=us-east-1
 #     and dummy AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_REGION.
+# and, when Chromium (the web UI's browser tests) is missing and this runs
+# as root with apt-get, installs Debian's chromium first.
 # then runs COMMAND with those variables, stops everything and removes the
 # temp dir whatever happens, and exits with COMMAND's status.
 #
@@ -237,6 +239,25 @@ self_check() {
 	[[ $ok -eq 1 ]] || die "self-check failed"
 }
 
+# ensure_browser installs Debian's chromium for the web UI's browser tests
+# when no Chromium is on PATH and apt-get can run; otherwise those tests
+# skip (or fail under GYRE_REQUIRE_BROWSER=1).
+ensure_browser() {
+	local b
+	for b in chromium chromium-browser google-chrome google-chrome-stable; do
+		command -v "$b" >/dev/null 2>&1 && return 0
+	done
+	if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
+		log "installing chromium for the browser tests (apt-get)"
+		DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2 &&
+			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-liberation >&2 ||
+			log "NOTICE: installing chromium failed: browser tests will SKIP (or FAIL under GYRE_REQUIRE_BROWSER=1)"
+	else
+		log "NOTICE: no chromium: browser tests will SKIP (or FAIL under GYRE_REQUIRE_BROWSER=1)"
+	fi
+}
+
+ensure_browser
 start_postgres
 start_s3
 if [[ $check -eq 1 ]]; then

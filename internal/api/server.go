@@ -150,6 +150,9 @@ type Deps struct {
 	// Limiter holds the rate limits of SPEC §2 (the gateway's own routes
 	// take theirs from the gateway); nil limits nothing.
 	Limiter *ratelimit.Limiter
+	// UI is the web UI, served under /ui/ with "/" redirecting there;
+	// nil serves no UI.
+	UI http.Handler
 	// Datasets builds datasets; the server wakes it when one is created.
 	// nil makes a builder that nothing runs: datasets are then built by
 	// whichever replica runs one (an empty selection is built at once).
@@ -172,6 +175,7 @@ type Server struct {
 	limiter  *ratelimit.Limiter
 	datasets *build.Builder
 	promos   *runner.Runner
+	ui       http.Handler
 	tracer   trace.Tracer
 	auth     *auth.Authenticator
 	mux      *http.ServeMux
@@ -208,6 +212,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 		limiter:  d.Limiter,
 		datasets: d.Datasets,
 		promos:   d.Promotions,
+		ui:       d.UI,
 		tracer:   d.Tracing.Tracer(),
 		auth:     auth.NewAuthenticator(d.Store),
 		mux:      http.NewServeMux(),
@@ -407,4 +412,5 @@ func (s *Server) routes() {
 	s.datasetRoutes()
 	s.groupRoutes()
 	s.promotionRoutes()
+	s.uiRoutes()
 }

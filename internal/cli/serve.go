@@ -30,6 +30,7 @@ import (
 	"github.com/gyrehq/gyre/internal/rollout"
 	"github.com/gyrehq/gyre/internal/store"
 	"github.com/gyrehq/gyre/internal/telemetry"
+	"github.com/gyrehq/gyre/internal/ui"
 )
 
 func (a *app) serveCommand() *cobra.Command {
@@ -37,8 +38,9 @@ func (a *app) serveCommand() *cobra.Command {
 		Use:   "serve",
 		Short: "Run the control plane",
 		Long: `Run the gyre control plane: the admin API under /api/v1, the flywheel/1
-routes, the LLM gateway under /gw/ and the policy endpoint, /healthz, /readyz
-and /metrics, until SIGINT or SIGTERM, then drain in-flight requests, flush the
+routes, the LLM gateway under /gw/ and the policy endpoint, the web UI
+under /ui/ (sign in with a reader or admin key), /healthz, /readyz and
+/metrics, until SIGINT or SIGTERM, then drain in-flight requests, flush the
 gateway's records and exit 0.
 
 The gateway routes to the upstreams of the config file's upstreams: section
@@ -165,12 +167,17 @@ func (a *app) serve(ctx context.Context, c Config) error {
 	datasets := build.New(st, blobs, log)
 	promotions := runner.New(runner.Config{}, runner.Deps{Store: st, Clock: clock.Real{}, Logger: log,
 		Failed: gw.Recorder().ForgetAll})
+	webUI, err := ui.New(ui.Config{PublicURL: c.publicURL(ln.Addr())}, ui.Deps{Store: st, Blobs: blobs, Logger: log, Clock: clock.Real{}})
+	if err != nil {
+		closeListeners()
+		return err
+	}
 	srv, err := api.New(api.Config{
 		PublicURL:    c.publicURL(ln.Addr()),
 		MaxBodyBytes: c.MaxBodyBytes,
 		AllowCommand: c.CommandAllow.Allows,
 	}, api.Deps{Store: st, Logger: log, Clock: clock.Real{}, Metrics: metrics, Blobs: blobs, Rollouts: rollouts, Gateway: gw, Limiter: limiter, Tracing: tracing, Datasets: datasets,
-		Promotions: promotions})
+		Promotions: promotions, UI: webUI})
 	if err != nil {
 		closeListeners()
 		return err
@@ -214,6 +221,7 @@ func (a *app) serve(ctx context.Context, c Config) error {
 	attrs := []any{
 		slog.String("addr", ln.Addr().String()),
 		slog.String("public_url", c.publicURL(ln.Addr())),
+		slog.String("ui_url", strings.TrimSuffix(c.publicURL(ln.Addr()), "/")+ui.Prefix),
 		slog.String("store", st.Engine()),
 		slog.String("data", c.Data),
 		slog.String("gateway_replica", gw.Recorder().ReplicaID()),

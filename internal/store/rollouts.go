@@ -166,6 +166,11 @@ type Rollout struct {
 	// TrainingGrade is nil until decided.
 	TrainingGrade           *bool
 	NotTrainingGradeReasons []string
+	// Outcome is the current verdict set's classification (passed,
+	// failed or unscored) and Reward its reward; nil until graded, or
+	// for a reward when no non-optional grader gave a score.
+	Outcome *string
+	Reward  *float64
 }
 
 // RolloutSecrets are the hashes of one rollout's fresh secrets; the
@@ -310,7 +315,24 @@ type RolloutFilter struct {
 	AgentID string
 	State   gyre.RolloutState
 	BatchID string
+	// Outcome matches the current verdict set's classification: passed,
+	// failed or unscored.
+	Outcome string
+	// Exclusion matches rollouts by exclusion (SPEC §4.7): ExclusionNone
+	// those without one, ExclusionAny those with one, any other value
+	// that reason — the output's, or "state:<name>" for a rollout the
+	// server ended.
+	Exclusion string
+	// TrainingGrade matches the decided training grade; nil matches
+	// every rollout, undecided ones too.
+	TrainingGrade *bool
 }
+
+// Values of RolloutFilter.Exclusion that are not reasons.
+const (
+	ExclusionNone = "none"
+	ExclusionAny  = "any"
+)
 
 // AgentSummary is one agent seen in a tenant with its rollout counts.
 type AgentSummary struct {
@@ -429,6 +451,11 @@ type RolloutStore interface {
 
 	// GetRollout returns one of the tenant's rollouts.
 	GetRollout(ctx context.Context, tenantID, rolloutID string) (Rollout, error)
+	// BatchRewardHistogram counts the batch's graded rollouts without an
+	// exclusion that have a reward (the ones its mean reward averages)
+	// into bins equal-width bins over [0, 1]; a reward of 1 falls in the
+	// last bin. ErrNotFound for a batch that is not the tenant's.
+	BatchRewardHistogram(ctx context.Context, tenantID, batchID string, bins int) ([]int, error)
 	// ListRollouts lists the tenant's rollouts, newest first.
 	ListRollouts(ctx context.Context, tenantID string, f RolloutFilter, p Page) ([]Rollout, string, error)
 	// ListAgents lists the agents seen in the tenant with their counts.

@@ -81,6 +81,8 @@ type Store interface {
 	JobLeaseStore
 	GroupStore
 	PromotionStore
+	UISessionStore
+	UIStatsStore
 
 	// CreateTenant creates a tenant; ErrConflict if the name exists.
 	CreateTenant(ctx context.Context, name string) (gyre.Tenant, error)

@@ -382,4 +382,3 @@ func (s *Store) EndPromotion(ctx context.Context, tenantID, id string, e store.P
 	}
 	return out, nil
 }
-

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gyrehq/gyre"
@@ -15,7 +17,7 @@ import (
 const rolloutCols = `r.id, r.tenant_id, r.agent_id, r.batch_id, r.task_id, r.group_id, r.attempt, r.state,
 	r.worker_id, r.worker_version, t.turn_input, r.created_us, r.claimed_us, r.lease_granted_us, r.lease_expires_us,
 	r.deadline_us, r.submitted_us, r.ended_us, r.graded_us, r.output, r.exclusion_reason, r.reconciliation,
-	r.reconciliation_reason, r.server_fingerprint, r.training_grade, r.not_training_grade`
+	r.reconciliation_reason, r.server_fingerprint, r.training_grade, r.not_training_grade, r.outcome, r.reward`
 
 const rolloutFrom = ` FROM rollouts r JOIN tasks t ON t.id = r.task_id`
 
@@ -31,7 +33,7 @@ func scanRollout(row scanner) (store.Rollout, error) {
 	if err := row.Scan(&r.ID, &r.TenantID, &r.AgentID, &r.BatchID, &r.TaskID, &r.GroupID, &r.Attempt, &r.State,
 		&r.WorkerID, &r.WorkerVersion, &r.TurnInput, &created, &claimed, &granted, &expires,
 		&deadline, &submitted, &ended, &graded, &output, &r.ExclusionReason, &r.Reconciliation,
-		&r.ReconciliationReason, &fingerprint, &grade, &reasons); err != nil {
+		&r.ReconciliationReason, &fingerprint, &grade, &reasons, &r.Outcome, &r.Reward); err != nil {
 		return store.Rollout{}, err
 	}
 	r.CreatedAt = store.FromMicros(created)
@@ -79,7 +81,11 @@ func (s *Store) GetRollout(ctx context.Context, tenantID, rolloutID string) (sto
 
 // ListRollouts lists the tenant's rollouts, newest first.
 func (s *Store) ListRollouts(ctx context.Context, tenantID string, f store.RolloutFilter, p store.Page) ([]store.Rollout, string, error) {
-	cur := listCursor(tenantID, "rollouts", f.AgentID, string(f.State), f.BatchID)
+	tg := ""
+	if f.TrainingGrade != nil {
+		tg = strconv.FormatBool(*f.TrainingGrade)
+	}
+	cur := listCursor(tenantID, "rollouts", f.AgentID, string(f.State), f.BatchID, f.Outcome, f.Exclusion, tg)
 	after, err := cur.decodeID(p.Cursor)
 	if err != nil {
 		return nil, "", err
@@ -99,6 +105,27 @@ func (s *Store) ListRollouts(ctx context.Context, tenantID string, f store.Rollo
 	}
 	if f.BatchID != "" {
 		add("r.batch_id = $%d", f.BatchID)
+	}
+	if f.Outcome != "" {
+		add("r.outcome = $%d", f.Outcome)
+	}
+	switch ended := serverEndedIn(); f.Exclusion {
+	case "":
+	case store.ExclusionNone:
+		q += " AND r.exclusion_reason IS NULL AND r.state NOT IN (" + ended + ")"
+	case store.ExclusionAny:
+		q += " AND (r.exclusion_reason IS NOT NULL OR r.state IN (" + ended + "))"
+	default:
+		if st, ok := strings.CutPrefix(f.Exclusion, "state:"); ok {
+			add("r.state = $%d", st)
+			q += " AND r.state IN (" + ended + ")"
+		} else {
+			add("r.exclusion_reason = $%d", f.Exclusion)
+			q += " AND r.state NOT IN (" + ended + ")"
+		}
+	}
+	if f.TrainingGrade != nil {
+		add("r.training_grade = $%d", *f.TrainingGrade)
 	}
 	if after != "" {
 		add("r.id < $%d", after)
@@ -127,6 +154,62 @@ func (s *Store) ListRollouts(ctx context.Context, tenantID string, f store.Rollo
 		next = cur.encode(out[n-1].ID)
 	}
 	return out, next, nil
+}
+
+// serverEndedIn lists the states the server ends a rollout in, for SQL.
+func serverEndedIn() string {
+	var b strings.Builder
+	for _, st := range gyre.RolloutStates {
+		if st.ServerEnded() {
+			if b.Len() > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString("'" + string(st) + "'")
+		}
+	}
+	return b.String()
+}
+
+// BatchRewardHistogram counts the rewards the batch's mean reward
+// averages into equal-width bins over [0, 1], in SQL so that a large
+// batch costs one indexed scan and no rows.
+func (s *Store) BatchRewardHistogram(ctx context.Context, tenantID, batchID string, bins int) ([]int, error) {
+	if bins < 1 || bins > 100 {
+		return nil, fmt.Errorf("batch reward histogram: bins must be 1..100, not %d", bins)
+	}
+	var exists int
+	if err := s.reader.QueryRowContext(ctx, `SELECT 1 FROM batches WHERE tenant_id = $1 AND id = $2`, tenantID, batchID).Scan(&exists); err != nil {
+		return nil, fmt.Errorf("batch reward histogram: %w", notFound("batch", err))
+	}
+	// The bin is found by comparisons, not by a cast, which rounds on
+	// PostgreSQL and truncates on SQLite.
+	var bin strings.Builder
+	bin.WriteString("CASE")
+	for i := 1; i < bins; i++ {
+		fmt.Fprintf(&bin, " WHEN reward < %s THEN %d", strconv.FormatFloat(float64(i)/float64(bins), 'g', -1, 64), i-1)
+	}
+	fmt.Fprintf(&bin, " ELSE %d END", bins-1)
+	rows, err := s.reader.QueryContext(ctx, `SELECT `+bin.String()+`, COUNT(*) FROM rollouts
+		WHERE batch_id = $1 AND state = 'graded' AND exclusion_reason IS NULL AND reward IS NOT NULL
+		GROUP BY 1`, batchID)
+	if err != nil {
+		return nil, fmt.Errorf("batch reward histogram: %w", err)
+	}
+	out := make([]int, bins)
+	err = eachRow(rows, func() error {
+		var i, n int
+		if err := rows.Scan(&i, &n); err != nil {
+			return err
+		}
+		if i >= 0 && i < bins {
+			out[i] += n
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("batch reward histogram: %w", err)
+	}
+	return out, nil
 }
 
 // ListAgents lists the agents seen in the tenant with rollout counts by

@@ -79,6 +79,9 @@ func Run(t *testing.T, open Opener) {
 	t.Run("Datasets", func(t *testing.T) { t.Parallel(); runDatasets(t, open) })
 	t.Run("JobLeases", func(t *testing.T) { t.Parallel(); runJobLeases(t, open) })
 	t.Run("Regrade", func(t *testing.T) { t.Parallel(); runRegrade(t, open) })
+	t.Run("RolloutFilters", func(t *testing.T) { t.Parallel(); runRolloutFilters(t, open) })
+	t.Run("UIStats", func(t *testing.T) { t.Parallel(); runUIStats(t, open) })
+	t.Run("UISessions", func(t *testing.T) { t.Parallel(); runUISessions(t, open) })
 }
 
 // Hash returns a distinct key hash for a test-chosen secret.

@@ -1,0 +1,196 @@
+// Command uibench measures the web UI's server time per page: it seeds a
+// fresh SQLite store and file blob store with -rollouts training-grade
+// rollouts (the dataset benchmark's store-level seeder: batches of 200,
+// two counted completions with bodies each), signs in with a reader key,
+// then asks each page -requests times in-process (the handler, no
+// network) and prints the median and p95. Seeding is not timed. Run it
+// with make bench-ui, or:
+//
+//	go run ./internal/ui/uibench -rollouts 10000 -requests 100
+//
+// Experiment pages are not measured: the UI has none yet.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gyrehq/gyre"
+	"github.com/gyrehq/gyre/internal/auth"
+	"github.com/gyrehq/gyre/internal/blobstore"
+	"github.com/gyrehq/gyre/internal/dataset/build/seed"
+	"github.com/gyrehq/gyre/internal/store"
+	"github.com/gyrehq/gyre/internal/store/storeopen"
+	"github.com/gyrehq/gyre/internal/ui"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "uibench:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var (
+		rollouts = flag.Int("rollouts", 100000, "rollouts to seed")
+		requests = flag.Int("requests", 200, "requests per page")
+		data     = flag.String("data", "", "keep the seeded store in this directory and, when it holds one, measure it again without seeding")
+	)
+	flag.Parse()
+	return measure(context.Background(), os.Stdout, *data, *rollouts, *requests)
+}
+
+// measure seeds n rollouts into a fresh store (in dir, or a temporary
+// directory when dir is "") and writes each page's server times over
+// requests requests to w. A dir that already holds a seeded store is
+// measured as it is.
+func measure(ctx context.Context, w io.Writer, dir string, rollouts, requests int) error {
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "uibench-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(tmp)
+		dir = tmp
+	}
+	st, err := storeopen.Open(ctx, storeopen.Options{DataDir: dir, Migrate: true})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	blobs, err := blobstore.Open(ctx, "", dir)
+	if err != nil {
+		return err
+	}
+	defer blobs.Close()
+	tn, err := st.TenantByName(ctx, "bench")
+	n := rollouts
+	switch {
+	case err == nil:
+		fmt.Fprintln(os.Stderr, "measuring the store seeded before in", dir)
+		n = -1 // the header says "kept store"
+	case errors.Is(err, store.ErrNotFound):
+		if tn, err = st.CreateTenant(ctx, "bench"); err != nil {
+			return err
+		}
+		start := time.Now()
+		if n, err = seed.Rollouts(ctx, st, blobs, tn.ID, rollouts); err != nil {
+			return fmt.Errorf("seed: %w", err)
+		}
+		fmt.Fprintf(os.Stderr, "seeded %d rollouts in %.0f s\n", n, time.Since(start).Seconds())
+	default:
+		return err
+	}
+	_, key, err := auth.CreateKey(ctx, st, tn.ID, auth.KeyRequest{Role: gyre.RoleReader})
+	if err != nil {
+		return err
+	}
+
+	web, err := ui.New(ui.Config{}, ui.Deps{Store: st, Blobs: blobs})
+	if err != nil {
+		return err
+	}
+	cookies, err := signIn(web, key)
+	if err != nil {
+		return err
+	}
+	batches, _, err := st.ListBatches(ctx, tn.ID, store.BatchFilter{}, store.Page{Limit: 1})
+	if err != nil || len(batches) == 0 {
+		return fmt.Errorf("newest batch: %v", err)
+	}
+	rs, _, err := st.ListRollouts(ctx, tn.ID, store.RolloutFilter{BatchID: batches[0].ID}, store.Page{Limit: 1})
+	if err != nil || len(rs) == 0 {
+		return fmt.Errorf("a rollout: %v", err)
+	}
+	pages := []string{
+		"/ui/",
+		"/ui/batches",
+		"/ui/batches?agent=" + seed.Agent + "&state=finished",
+		"/ui/batches/" + batches[0].ID,
+		"/ui/batches/" + batches[0].ID + "?training=true&outcome=passed",
+		"/ui/batches/" + batches[0].ID + "/live",
+		"/ui/rollouts/" + rs[0].ID,
+	}
+	fmt.Fprintf(w, "%-60s %10s %10s %10s %10s\n", pageHeader(n), "p50 ms", "p95 ms", "max ms", "CPU ms")
+	for _, p := range pages {
+		var ds []time.Duration
+		cpu0 := cpuTime()
+		for range requests {
+			req := httptest.NewRequest("GET", p, nil)
+			for _, c := range cookies {
+				req.AddCookie(c)
+			}
+			rec := httptest.NewRecorder()
+			t0 := time.Now()
+			web.ServeHTTP(rec, req)
+			ds = append(ds, time.Since(t0))
+			if rec.Code != http.StatusOK {
+				return fmt.Errorf("%s: status %d: %s", p, rec.Code, rec.Body.String())
+			}
+		}
+		slices.Sort(ds)
+		ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+		name := p
+		if len(name) > 60 {
+			name = name[:57] + "..."
+		}
+		cpu := (cpuTime() - cpu0) / time.Duration(requests)
+		fmt.Fprintf(w, "%-60s %10.1f %10.1f %10.1f %10.1f\n", name, ms(ds[len(ds)/2]), ms(ds[len(ds)*95/100]), ms(ds[len(ds)-1]), ms(cpu))
+	}
+	return nil
+}
+
+// cpuTime is the process's user and system CPU time so far: on a shared
+// machine, wall times include waiting for a core, CPU time does not.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// signIn signs in through the handler and returns the session cookie.
+func signIn(web http.Handler, key string) ([]*http.Cookie, error) {
+	rec := httptest.NewRecorder()
+	web.ServeHTTP(rec, httptest.NewRequest("GET", "/ui/signin", nil))
+	form := rec.Result().Cookies()
+	if len(form) == 0 {
+		return nil, fmt.Errorf("sign-in form set no cookie")
+	}
+	body := url.Values{"csrf": {form[0].Value}, "key": {key}}.Encode()
+	req := httptest.NewRequest("POST", "/ui/signin", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.AddCookie(form[0])
+	rec = httptest.NewRecorder()
+	web.ServeHTTP(rec, req)
+	var out []*http.Cookie
+	for _, c := range rec.Result().Cookies() {
+		if c.Name == "gyre_ui_session" && c.Value != "" {
+			out = append(out, c)
+		}
+	}
+	if rec.Code != http.StatusSeeOther || len(out) == 0 {
+		return nil, fmt.Errorf("sign-in: status %d", rec.Code)
+	}
+	return out, nil
+}
+
+func pageHeader(n int) string {
+	if n < 0 {
+		return "page (kept store)"
+	}
+	return fmt.Sprintf("page (%d rollouts)", n)
+}

@@ -1,0 +1,20 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// The benchmark signs in and every page it measures answers 200 on a
+// seeded store (a failed page is an error, not a time).
+func TestEveryMeasuredPageAnswersOnASeededStore(t *testing.T) {
+	var out strings.Builder
+	if err := measure(t.Context(), &out, "", 4, 2); err != nil {
+		t.Fatal(err)
+	}
+	for _, page := range []string{"/ui/ ", "/ui/batches ", "/ui/rollouts/"} {
+		if !strings.Contains(out.String(), page) {
+			t.Errorf("no line for %s in:\n%s", page, out.String())
+		}
+	}
+}
