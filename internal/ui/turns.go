@@ -24,9 +24,9 @@ type turnView struct {
 }
 
 type turnsData struct {
-	Agents                                    []string
+	Agents                                   []string
 	Agent, Conversation, Since, Cursor, Next string
-	Turns                                     []turnView
+	Turns                                    []turnView
 }
 
 // Filtered reports whether any filter is set.
