@@ -2,6 +2,8 @@ package ui_test
 
 import (
 	"net/http"
+
+	"github.com/gyrehq/gyre"
 	"regexp"
 	"strings"
 	"testing"
@@ -55,6 +57,27 @@ func TestExperimentPages(t *testing.T) {
 	}
 	if strings.Contains(exp.body, `hx-trigger="every`) {
 		t.Error("a finished experiment still refreshes")
+	}
+
+	// A running experiment (created, not finished) refreshes its report
+	// and grid from the live fragment.
+	var created struct {
+		ID string `json:"id"`
+	}
+	evaluator, _ := s.key(gyre.RoleEvaluator)
+	s.call("POST", "/api/v1/experiments", evaluator, map[string]any{"suite": "desk", "suite_version": "1", "harness": "h",
+		"capabilities": map[string]any{"agent": "a"}}, http.StatusCreated, &created)
+	running := c.get("/ui/experiments/" + created.ID)
+	if running.status != 200 || !strings.Contains(running.body, `hx-get="/ui/experiments/`+created.ID+`/live"`) ||
+		!strings.Contains(running.body, "No run of this experiment has been recorded yet.") {
+		t.Errorf("running experiment: %d, no live refresh or no empty-grid sentence", running.status)
+	}
+	live := c.get("/ui/experiments/" + created.ID + "/live")
+	if live.status != 200 || !strings.Contains(live.body, `id="experiment-live"`) || strings.Contains(live.body, "<html") {
+		t.Errorf("live fragment: %d\n%s", live.status, live.body)
+	}
+	if p := c.get("/ui/experiments?state=running"); !strings.Contains(p.body, created.ID) {
+		t.Error("the running filter does not list the running experiment")
 	}
 
 	cmp := c.get("/ui/compare?a=" + ev.A + "&b=" + ev.B)

@@ -6,9 +6,11 @@
 // network) and prints the median and p95. Seeding is not timed. Run it
 // with make bench-ui, or:
 //
-//	go run ./internal/ui/uibench -rollouts 10000 -requests 100
+// It also seeds two experiments of -runs/2 run records each (with small
+// ATIF trajectories, and one of 5 MB) and production turns, and measures
+// the evaluation pages.
 //
-// Experiment pages are not measured: the UI has none yet.
+//	go run ./internal/ui/uibench -rollouts 10000 -runs 10000 -requests 100
 package main
 
 import (
@@ -43,15 +45,16 @@ func main() {
 func run() error {
 	var (
 		rollouts = flag.Int("rollouts", 100000, "rollouts to seed")
+		runs     = flag.Int("runs", 10000, "experiment runs to seed (two experiments)")
 		requests = flag.Int("requests", 200, "requests per page")
 	)
 	flag.Parse()
-	return measure(context.Background(), os.Stdout, *rollouts, *requests)
+	return measure(context.Background(), os.Stdout, *rollouts, *runs, *requests)
 }
 
 // measure seeds n rollouts into a fresh store and writes each page's
 // server times over requests requests to w.
-func measure(ctx context.Context, w io.Writer, rollouts, requests int) error {
+func measure(ctx context.Context, w io.Writer, rollouts, runs, requests int) error {
 	dir, err := os.MkdirTemp("", "uibench-")
 	if err != nil {
 		return err
@@ -81,6 +84,15 @@ func measure(ctx context.Context, w io.Writer, rollouts, requests int) error {
 		return fmt.Errorf("seed: %w", err)
 	}
 	fmt.Fprintf(os.Stderr, "seeded %d rollouts in %.0f s\n", n, time.Since(start).Seconds())
+	start = time.Now()
+	exps, err := seedExperiments(ctx, st, blobs, tn.ID, runs)
+	if err != nil {
+		return fmt.Errorf("seed experiments: %w", err)
+	}
+	if err := seedTurns(ctx, st, tn.ID, 1000); err != nil {
+		return fmt.Errorf("seed turns: %w", err)
+	}
+	fmt.Fprintf(os.Stderr, "seeded %d experiment runs and 1000 turns in %.0f s\n", runs, time.Since(start).Seconds())
 
 	web, err := ui.New(ui.Config{}, ui.Deps{Store: st, Blobs: blobs})
 	if err != nil {
@@ -106,8 +118,18 @@ func measure(ctx context.Context, w io.Writer, rollouts, requests int) error {
 		"/ui/batches/" + batches[0].ID + "?training=true&outcome=passed",
 		"/ui/batches/" + batches[0].ID + "/live",
 		"/ui/rollouts/" + rs[0].ID,
+		"/ui/experiments",
+		"/ui/experiments?suite=bench&state=finished",
+		"/ui/experiments/" + exps.B,
+		"/ui/experiments/" + exps.B + "/live",
+		"/ui/compare?a=" + exps.A + "&b=" + exps.B,
+		"/ui/experiments/" + exps.B + "/runs/" + exps.BigRun + "/1",
+		"/ui/experiments/" + exps.B + "/runs/" + exps.BigRun + "/1/steps?from=1000",
+		"/ui/experiments/" + exps.B + "/runs/" + exps.BigRun + "/2",
+		"/ui/turns",
+		"/ui/turns?conversation=conv-7",
 	}
-	fmt.Fprintf(w, "%-60s %10s %10s %10s\n", "page ("+fmt.Sprint(n)+" rollouts)", "p50 ms", "p95 ms", "max ms")
+	fmt.Fprintf(w, "%-60s %10s %10s %10s\n", fmt.Sprintf("page (%d rollouts, %d runs)", n, runs), "p50 ms", "p95 ms", "max ms")
 	for _, p := range pages {
 		var ds []time.Duration
 		for range requests {
