@@ -79,6 +79,9 @@ func TestBrowserEvaluation(t *testing.T) {
 	if n := steps(); n < 75 {
 		t.Errorf("after a click and a scroll: %d steps, want at least 75", n)
 	}
+	if dup := eval[int](tb, `(() => { const ids = [...document.querySelectorAll('#steps .step')].map(e => e.id); return ids.length - new Set(ids).size; })()`); dup != 0 {
+		t.Errorf("%d steps were loaded twice", dup)
+	}
 	total := eval[int](tb, `document.querySelectorAll('#steps .step').length`)
 	if html := eval[int](tb, `document.documentElement.outerHTML.length`); html > 3<<20 {
 		t.Errorf("the page holds %d bytes of HTML after %d steps: not progressive", html, total)
