@@ -107,9 +107,7 @@ func TestViewerReadsEveryTestdataTrajectory(t *testing.T) {
 			}
 			p, err := readTrajectory(data)
 			if err != nil {
-				if dir == "valid" {
-					t.Errorf("%s: %v", name, err)
-				}
+				t.Errorf("%s: %v", name, err)
 				continue
 			}
 			if (dir == "invalid") != (len(p.Invalid) > 0) {

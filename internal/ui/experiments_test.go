@@ -116,8 +116,9 @@ func TestExperimentPages(t *testing.T) {
 	if p := c.get("/ui/experiments/" + ev.B + "/runs/big/1/steps?from=999999"); p.status != http.StatusBadRequest {
 		t.Errorf("steps past the end: %d, want 400", p.status)
 	}
-	if p := c.get("/ui/experiments/" + ev.B + "/runs/invalid-atif/1"); p.status != 200 || !strings.Contains(p.body, "not valid ATIF") {
-		t.Errorf("invalid trajectory run: %d, does not say it is not valid ATIF", p.status)
+	if p := c.get("/ui/experiments/" + ev.B + "/runs/invalid-atif/1"); p.status != 200 || !strings.Contains(p.body, "not valid ATIF") ||
+		!strings.Contains(p.body, `<article class="step`) {
+		t.Errorf("invalid trajectory run: %d, does not say it is not valid ATIF or shows no step", p.status)
 	}
 	if p := c.get("/ui/experiments/" + ev.B + "/runs/sandbox-died/1"); p.status != 200 || !strings.Contains(p.body, "not counted as a model failure") {
 		t.Errorf("errored run: %d, does not set the error apart from a failure", p.status)

@@ -59,15 +59,46 @@ func readTrajectory(data []byte) (*parsedTrajectory, error) {
 	}
 	if p.T == nil || len(p.Invalid) > 0 {
 		var t atif.Trajectory
-		if err := json.Unmarshal(data, &t); err != nil {
-			if p.T == nil {
-				return nil, fmt.Errorf("the trajectory does not decode: %w", err)
-			}
-		} else {
+		if err := json.Unmarshal(data, &t); err == nil {
 			p.T = &t
+		} else if lt, lerr := lenient(data); lerr == nil {
+			p.T = lt
+		} else if p.T == nil {
+			return nil, fmt.Errorf("the trajectory does not decode: %w", err)
 		}
 	}
 	return p, nil
+}
+
+// lenient decodes a document that is not valid ATIF step by step: a
+// step that does not decode is shown as its JSON text with the reason,
+// so one bad field hides nothing else.
+func lenient(data []byte) (*atif.Trajectory, error) {
+	var doc struct {
+		SchemaVersion string            `json:"schema_version"`
+		SessionID     *string           `json:"session_id"`
+		Agent         json.RawMessage   `json:"agent"`
+		Steps         []json.RawMessage `json:"steps"`
+		Notes         *string           `json:"notes"`
+	}
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return nil, err
+	}
+	t := &atif.Trajectory{SchemaVersion: doc.SchemaVersion, SessionID: doc.SessionID, Notes: doc.Notes}
+	_ = json.Unmarshal(doc.Agent, &t.Agent)
+	for i, raw := range doc.Steps {
+		var st atif.Step
+		if err := json.Unmarshal(raw, &st); err != nil {
+			var head struct {
+				Source string `json:"source"`
+			}
+			_ = json.Unmarshal(raw, &head)
+			st = atif.Step{StepID: i + 1, Source: atif.Source(head.Source),
+				Message: atif.TextContent("This step does not decode as ATIF (" + err.Error() + "); as sent:\n" + prettyJSON(raw))}
+		}
+		t.Steps = append(t.Steps, st)
+	}
+	return t, nil
 }
 
 // trajectoryCache keeps the last few parsed trajectories by SHA-256.
