@@ -31,7 +31,15 @@ type experimentRow struct {
 	Revision string
 	// Report is the stored summary of a finished experiment; nil while
 	// it runs (its page computes one live).
-	Report *eval.Report
+	Report *listSummary
+}
+
+// listSummary is what the list reads of a stored summary: its counts,
+// not its per-case results.
+type listSummary struct {
+	Runs, Passed, Failed, Unscored, Errors int
+	PassRate                               *float64                     `json:"pass_rate"`
+	PassRateInterval                       *struct{ Low, High float64 } `json:"pass_rate_interval"`
 }
 
 // capabilities is what the pages read of a harness's capabilities
@@ -53,7 +61,7 @@ func capabilitiesOf(e store.Experiment) capabilities {
 func experimentRowOf(e store.Experiment) experimentRow {
 	row := experimentRow{Experiment: e, Running: e.FinishedAt == nil, Revision: capabilitiesOf(e).Revision}
 	if len(e.Summary) > 0 {
-		var rep eval.Report
+		var rep listSummary
 		if json.Unmarshal(e.Summary, &rep) == nil {
 			row.Report = &rep
 		}
@@ -168,7 +176,7 @@ func (u *UI) experimentLiveOf(r *http.Request, s session, id, cursor string) (ex
 	if err != nil {
 		return experimentLive{}, err
 	}
-	rep, err := eval.ReportFrom(ctx, &eval.StoreRecorder{Store: u.store, Tenant: s.TenantID}, e)
+	rep, err := u.reportOf(r, s, e)
 	if err != nil {
 		return experimentLive{}, err
 	}
@@ -203,6 +211,20 @@ func (u *UI) experimentLiveOf(r *http.Request, s session, id, cursor string) (ex
 			TimedOut: run.TimedOut, HasTrajectory: run.TrajectorySHA256 != ""}
 	}
 	return l, nil
+}
+
+// reportOf is an experiment's report: for a finished experiment, the
+// summary stored when it finished (or was regraded), which eval computed
+// from every run with the same code; for a running one, computed now
+// from its runs, a page at a time.
+func (u *UI) reportOf(r *http.Request, s session, e store.Experiment) (eval.Report, error) {
+	if e.FinishedAt != nil && len(e.Summary) > 0 {
+		var rep eval.Report
+		if err := json.Unmarshal(e.Summary, &rep); err == nil && rep.ExperimentID == e.ID {
+			return rep, nil
+		}
+	}
+	return eval.ReportFrom(r.Context(), &eval.StoreRecorder{Store: u.store, Tenant: s.TenantID}, e)
 }
 
 // configRepetitions is the repetitions an experiment was run with, 0
@@ -307,7 +329,6 @@ func (u *UI) compare(w http.ResponseWriter, r *http.Request, s session) error {
 		u.render(w, r, http.StatusOK, "compare", view{Title: "Compare experiments", Nav: "experiments", Session: s, Data: d})
 		return nil
 	}
-	rec := &eval.StoreRecorder{Store: u.store, Tenant: s.TenantID}
 	var reports [2]eval.Report
 	for i, id := range []string{d.A, d.B} {
 		if !validUUID(id) {
@@ -317,7 +338,7 @@ func (u *UI) compare(w http.ResponseWriter, r *http.Request, s session) error {
 		if err != nil {
 			return err
 		}
-		if reports[i], err = eval.ReportFrom(ctx, rec, e); err != nil {
+		if reports[i], err = u.reportOf(r, s, e); err != nil {
 			return err
 		}
 		if i == 0 {

@@ -23,7 +23,8 @@ func TestExperimentPages(t *testing.T) {
 	}
 
 	list := c.get("/ui/experiments")
-	if list.status != 200 || !strings.Contains(list.body, ev.A) || !strings.Contains(list.body, ev.B) {
+	if list.status != 200 || !strings.Contains(list.body, ev.A) || !strings.Contains(list.body, ev.B) ||
+		!strings.Contains(list.body, "60.0%") || !strings.Contains(list.body, "4 · 6 · 0 · 2") {
 		t.Fatalf("experiments list: %d\n%s", list.status, list.body)
 	}
 	if p := c.get("/ui/experiments?state=running"); p.status != 200 || strings.Contains(p.body, ev.A) || !strings.Contains(p.body, "No experiment matches") {
