@@ -5,10 +5,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/gyrehq/gyre/atif"
 	"github.com/gyrehq/gyre/internal/eval"
+	"github.com/gyrehq/gyre/internal/store"
 )
 
 func f(v float64) *float64 { return &v }
@@ -119,5 +121,28 @@ func TestViewerReadsEveryTestdataTrajectory(t *testing.T) {
 			}
 			_ = headOf(p.T)
 		}
+	}
+}
+
+func TestComparisonKeptOnlyForFinishedExperimentsAndTheirSummaries(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	a := store.Experiment{ID: "a", FinishedAt: &now, Summary: []byte(`{"pass_rate":0.5}`)}
+	b := store.Experiment{ID: "b", FinishedAt: &now, Summary: []byte(`{"pass_rate":0.7}`)}
+	running := store.Experiment{ID: "b"}
+	regraded := b
+	regraded.Summary = []byte(`{"pass_rate":0.9}`)
+	k := comparisonKey("t1", a, b)
+	switch {
+	case k == "":
+		t.Error("two finished experiments have no key")
+	case comparisonKey("t1", a, running) != "":
+		t.Error("a running experiment's comparison would be kept")
+	case comparisonKey("t1", a, regraded) == k:
+		t.Error("a regraded summary keeps the old comparison")
+	case comparisonKey("t2", a, b) == k:
+		t.Error("another tenant shares the key")
+	case comparisonKey("t1", b, a) == k:
+		t.Error("A and B swapped share the key")
 	}
 }

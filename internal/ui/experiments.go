@@ -2,11 +2,14 @@ package ui
 
 import (
 	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -352,7 +355,14 @@ func (u *UI) compare(w http.ResponseWriter, r *http.Request, s session) error {
 	if seed == 0 {
 		seed = 1
 	}
-	c := eval.CompareReports(reports[0], reports[1], seed)
+	key := comparisonKey(s.TenantID, *d.EA, *d.EB)
+	c, ok := u.comparisons.get(key)
+	if !ok {
+		c = eval.CompareReports(reports[0], reports[1], seed)
+		if key != "" {
+			u.comparisons.put(key, c)
+		}
+	}
 	d.Comparison = &c
 	d.Cases = regressionsFirst(c.Cases)
 	u.render(w, r, http.StatusOK, "compare", view{Title: "Compare " + short(d.A) + " → " + short(d.B), Nav: "experiments", Session: s, Data: d})
@@ -416,4 +426,45 @@ func signedPct(v *float64) string {
 		s = "+" + s
 	}
 	return s
+}
+
+// comparisonKey names the comparison of two finished experiments by
+// their summaries' digests (a regrade replaces a summary but keeps the
+// finish time); "" when one is running, whose comparison is never kept.
+func comparisonKey(tenantID string, a, b store.Experiment) string {
+	if a.FinishedAt == nil || b.FinishedAt == nil {
+		return ""
+	}
+	ha, hb := sha256.Sum256(a.Summary), sha256.Sum256(b.Summary)
+	return tenantID + "/" + a.ID + "/" + hex.EncodeToString(ha[:8]) + "/" + b.ID + "/" + hex.EncodeToString(hb[:8])
+}
+
+// comparisonCache keeps the last comparisons of finished experiments:
+// the paired bootstrap of a thousand cases takes a few hundred
+// milliseconds, and its inputs do not change.
+type comparisonCache struct {
+	mu sync.Mutex
+	m  map[string]eval.Comparison
+}
+
+// maxComparisons bounds the cache; it starts afresh when full.
+const maxComparisons = 32
+
+func (c *comparisonCache) get(key string) (eval.Comparison, bool) {
+	if key == "" {
+		return eval.Comparison{}, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.m[key]
+	return v, ok
+}
+
+func (c *comparisonCache) put(key string, v eval.Comparison) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= maxComparisons {
+		c.m = map[string]eval.Comparison{}
+	}
+	c.m[key] = v
 }

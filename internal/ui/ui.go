@@ -61,6 +61,8 @@ type UI struct {
 	// trajectories keeps the last parsed trajectories for the viewer's
 	// pages of steps.
 	trajectories *trajectoryCache
+	// comparisons keeps the last comparisons of finished experiments.
+	comparisons comparisonCache
 }
 
 //go:embed static
