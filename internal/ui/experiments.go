@@ -332,32 +332,30 @@ func (u *UI) compare(w http.ResponseWriter, r *http.Request, s session) error {
 		u.render(w, r, http.StatusOK, "compare", view{Title: "Compare experiments", Nav: "experiments", Session: s, Data: d})
 		return nil
 	}
-	var reports [2]eval.Report
+	var exps [2]store.Experiment
 	for i, id := range []string{d.A, d.B} {
 		if !validUUID(id) {
 			return badRequest("%q is not an experiment id.", id)
 		}
-		e, err := u.store.Experiment(ctx, s.TenantID, id)
-		if err != nil {
+		if exps[i], err = u.store.Experiment(ctx, s.TenantID, id); err != nil {
 			return err
 		}
-		if reports[i], err = u.reportOf(r, s, e); err != nil {
-			return err
-		}
-		if i == 0 {
-			d.EA = &e
-		} else {
-			d.EB = &e
-		}
 	}
-	// The same seed as `gyre eval compare`: B's, else 1.
-	seed := eval.ConfigOf(*d.EB).Seed
-	if seed == 0 {
-		seed = 1
-	}
-	key := comparisonKey(s.TenantID, *d.EA, *d.EB)
+	d.EA, d.EB = &exps[0], &exps[1]
+	key := comparisonKey(s.TenantID, exps[0], exps[1])
 	c, ok := u.comparisons.get(key)
 	if !ok {
+		var reports [2]eval.Report
+		for i, e := range exps {
+			if reports[i], err = u.reportOf(r, s, e); err != nil {
+				return err
+			}
+		}
+		// The same seed as `gyre eval compare`: B's, else 1.
+		seed := eval.ConfigOf(exps[1]).Seed
+		if seed == 0 {
+			seed = 1
+		}
 		c = eval.CompareReports(reports[0], reports[1], seed)
 		if key != "" {
 			u.comparisons.put(key, c)
