@@ -22,9 +22,12 @@ import (
 // Page sizes of the experiment pages.
 const (
 	experimentsPage = 25
+	// compareChoices is how many recent experiments the compare form
+	// offers (any other is reachable by its id in the URL).
+	compareChoices = 10
 	// gridRuns is how many run records one page of an experiment's grid
 	// shows; the report above it covers every run.
-	gridRuns = 500
+	gridRuns = 200
 )
 
 // experimentRow is one experiment with what the list shows of it.
@@ -167,8 +170,6 @@ type experimentData struct {
 	Live   experimentLive
 	Caps   capabilities
 	Config eval.ExperimentConfig
-	// Others are recent experiments of the same suite to compare with.
-	Others []store.Experiment
 }
 
 // experimentLiveOf reads the experiment's report (every run, a page at a
@@ -246,15 +247,6 @@ func (u *UI) experiment(w http.ResponseWriter, r *http.Request, s session) error
 		return err
 	}
 	d := experimentData{Live: live, Caps: capabilitiesOf(live.E.Experiment), Config: eval.ConfigOf(live.E.Experiment)}
-	others, _, err := u.store.FilterExperiments(r.Context(), s.TenantID, store.ExperimentFilter{Suite: live.E.Suite}, store.Page{Limit: experimentsPage})
-	if err != nil {
-		return err
-	}
-	for _, o := range others {
-		if o.ID != id {
-			d.Others = append(d.Others, o)
-		}
-	}
 	u.render(w, r, http.StatusOK, "experiment", view{Title: "Experiment " + short(id), Nav: "experiments", Session: s, Data: d})
 	return nil
 }
@@ -323,7 +315,9 @@ func (u *UI) compare(w http.ResponseWriter, r *http.Request, s session) error {
 	q := r.URL.Query()
 	d := compareData{A: q.Get("a"), B: q.Get("b")}
 	ctx := r.Context()
-	recent, _, err := u.store.ListExperiments(ctx, s.TenantID, store.Page{Limit: experimentsPage})
+	// The choice lists the newest few: a stored summary grows with the
+	// suite's cases, and the list reads each one.
+	recent, _, err := u.store.ListExperiments(ctx, s.TenantID, store.Page{Limit: compareChoices})
 	if err != nil {
 		return err
 	}
