@@ -24,6 +24,10 @@ type ExperimentStore interface {
 	Experiment(ctx context.Context, tenantID, id string) (Experiment, error)
 	// ListExperiments lists the tenant's experiments, newest first.
 	ListExperiments(ctx context.Context, tenantID string, p Page) (experiments []Experiment, next string, err error)
+	// FilterExperiments lists the tenant's experiments that match f,
+	// newest first (the web UI's experiments list). A cursor of one
+	// filter is refused (ErrInvalidCursor) by another.
+	FilterExperiments(ctx context.Context, tenantID string, f ExperimentFilter, p Page) (experiments []Experiment, next string, err error)
 	// FinishExperiment records the experiment's model and summary and
 	// stamps its finish time. Finishing again (after a resume) replaces
 	// both. ErrNotFound if the experiment is not the tenant's.
@@ -57,6 +61,28 @@ type ExperimentStore interface {
 	// until its first regrade, then every set including the first.
 	RunVerdictSets(ctx context.Context, tenantID, experimentID, caseID string, repetition int) ([]VerdictSet, error)
 }
+
+// ExperimentFilter selects experiments; zero fields select everything.
+type ExperimentFilter struct {
+	// Suite keeps only experiments of this suite name.
+	Suite string
+	// State keeps only running experiments (not finished yet) or
+	// finished ones; "" keeps both.
+	State ExperimentState
+	// Since and Until keep only experiments created at or after Since
+	// and before Until.
+	Since, Until time.Time
+}
+
+// ExperimentState is whether an experiment has finished.
+type ExperimentState string
+
+// The experiment states: an experiment runs until `gyre eval run`
+// finishes it (an interrupted one stays running until resumed).
+const (
+	ExperimentRunning  ExperimentState = "running"
+	ExperimentFinished ExperimentState = "finished"
+)
 
 // RunRegrade is a regrade of one run record.
 type RunRegrade struct {

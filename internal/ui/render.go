@@ -54,6 +54,13 @@ var funcs = template.FuncMap{
 	"list":        func(s ...string) []string { return s },
 	"exclusionOf": exclusionOf,
 	"inc":         func(i int) int { return i + 1 },
+	"runPath":     runPath,
+	"cellText":    cellText,
+	"cellClass":   cellClass,
+	"signedPct":   signedPct,
+	"bytesText":   bytesText,
+	"sourceClass": sourceClass,
+	"trimmed":     trimmed,
 	"ms": func(d time.Duration) string {
 		return strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 1, 64) + " ms"
 	},

@@ -58,6 +58,11 @@ type UI struct {
 	pages  map[string]*template.Template
 	static http.Handler
 	mux    *http.ServeMux
+	// trajectories keeps the last parsed trajectories for the viewer's
+	// pages of steps.
+	trajectories *trajectoryCache
+	// comparisons keeps the last comparisons of finished experiments.
+	comparisons comparisonCache
 }
 
 //go:embed static
@@ -104,6 +109,8 @@ func New(cfg Config, d Deps) (*UI, error) {
 		secure: secure, pages: pages,
 		static: http.StripPrefix(Prefix+"static/", http.FileServerFS(sub)),
 		mux:    http.NewServeMux(),
+
+		trajectories: newTrajectoryCache(),
 	}
 	u.routes()
 	return u, nil
@@ -121,6 +128,14 @@ func (u *UI) routes() {
 	u.mux.Handle("GET /ui/batches/{id}", u.page(u.batch))
 	u.mux.Handle("GET /ui/batches/{id}/live", u.page(u.batchLive))
 	u.mux.Handle("GET /ui/rollouts/{id}", u.page(u.rollout))
+	u.mux.Handle("GET /ui/experiments", u.page(u.experiments))
+	u.mux.Handle("GET /ui/experiments/{id}", u.page(u.experiment))
+	u.mux.Handle("GET /ui/experiments/{id}/live", u.page(u.experimentLivePart))
+	u.mux.Handle("GET /ui/experiments/{id}/runs/{case}/{rep}", u.page(u.run))
+	u.mux.Handle("GET /ui/experiments/{id}/runs/{case}/{rep}/steps", u.page(u.runSteps))
+	u.mux.Handle("GET /ui/experiments/{id}/runs/{case}/{rep}/trajectory", u.page(u.runTrajectory))
+	u.mux.Handle("GET /ui/compare", u.page(u.compare))
+	u.mux.Handle("GET /ui/turns", u.page(u.turns))
 	u.mux.Handle("/ui/", u.public(func(w http.ResponseWriter, r *http.Request) error {
 		return errPageNotFound
 	}))

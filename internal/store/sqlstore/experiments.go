@@ -72,7 +72,34 @@ func (s *Store) Experiment(ctx context.Context, tenantID, id string) (store.Expe
 
 // ListExperiments lists the tenant's experiments, newest first.
 func (s *Store) ListExperiments(ctx context.Context, tenantID string, p store.Page) ([]store.Experiment, string, error) {
+	return s.listExperiments(ctx, tenantID, store.ExperimentFilter{}, listCursor(tenantID, "experiments"), p)
+}
+
+// FilterExperiments lists the tenant's experiments that match f, newest
+// first; the cursor is bound to the filter.
+func (s *Store) FilterExperiments(ctx context.Context, tenantID string, f store.ExperimentFilter, p store.Page) ([]store.Experiment, string, error) {
+	switch f.State {
+	case "", store.ExperimentRunning, store.ExperimentFinished:
+	default:
+		return nil, "", fmt.Errorf("filter experiments: unknown state %q", f.State)
+	}
 	cur := listCursor(tenantID, "experiments")
+	if f != (store.ExperimentFilter{}) {
+		cur = listCursor(tenantID, "experiments", f.Suite, string(f.State),
+			strconv.FormatInt(micros(f.Since), 10), strconv.FormatInt(micros(f.Until), 10))
+	}
+	return s.listExperiments(ctx, tenantID, f, cur, p)
+}
+
+// micros is t in microseconds since the epoch, 0 for the zero time.
+func micros(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMicro()
+}
+
+func (s *Store) listExperiments(ctx context.Context, tenantID string, f store.ExperimentFilter, cur cursorScope, p store.Page) ([]store.Experiment, string, error) {
 	after, err := cur.decodeID(p.Cursor)
 	if err != nil {
 		return nil, "", fmt.Errorf("list experiments: %w", err)
@@ -80,9 +107,27 @@ func (s *Store) ListExperiments(ctx context.Context, tenantID string, p store.Pa
 	n := limit(p)
 	q := `SELECT ` + experimentColumns + ` FROM experiments WHERE tenant_id = $1`
 	args := []any{tenantID}
+	arg := func(cond string, v any) {
+		args = append(args, v)
+		q += ` AND ` + strings.ReplaceAll(cond, "?", "$"+strconv.Itoa(len(args)))
+	}
+	if f.Suite != "" {
+		arg(`suite_name = ?`, f.Suite)
+	}
+	switch f.State {
+	case store.ExperimentRunning:
+		q += ` AND finished_us IS NULL`
+	case store.ExperimentFinished:
+		q += ` AND finished_us IS NOT NULL`
+	}
+	if !f.Since.IsZero() {
+		arg(`created_us >= ?`, f.Since.UnixMicro())
+	}
+	if !f.Until.IsZero() {
+		arg(`created_us < ?`, f.Until.UnixMicro())
+	}
 	if after != "" {
-		q += ` AND id < $2`
-		args = append(args, after)
+		arg(`id < ?`, after)
 	}
 	q += ` ORDER BY id DESC LIMIT ` + strconv.Itoa(n+1)
 	rows, err := s.reader.QueryContext(ctx, q, args...)

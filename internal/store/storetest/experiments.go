@@ -21,6 +21,7 @@ func runExperiments(t *testing.T, open Opener) {
 	t.Run("CreateAndFinish", func(t *testing.T) { t.Parallel(); testExperimentCreateFinish(t, open) })
 	t.Run("ExperimentRejects", func(t *testing.T) { t.Parallel(); testExperimentRejects(t, open) })
 	t.Run("ListExperimentsPages", func(t *testing.T) { t.Parallel(); testListExperimentsPages(t, open) })
+	t.Run("FilterExperimentsBySuiteStateAndTime", func(t *testing.T) { t.Parallel(); testFilterExperiments(t, open) })
 	t.Run("PutRun", func(t *testing.T) { t.Parallel(); testPutRun(t, open) })
 	t.Run("PutRunRejects", func(t *testing.T) { t.Parallel(); testPutRunRejects(t, open) })
 	t.Run("ListRunsPages", func(t *testing.T) { t.Parallel(); testListRunsPages(t, open) })
@@ -164,6 +165,88 @@ func testListExperimentsPages(t *testing.T, open Opener) {
 	}
 	if _, _, err := s.ListExperiments(ctx, tn.ID, store.Page{Cursor: "bogus"}); !errors.Is(err, store.ErrInvalidCursor) {
 		t.Errorf("bad cursor error = %v, want ErrInvalidCursor", err)
+	}
+}
+
+// testFilterExperiments: the UI's experiment filters keep the suite, the
+// state (running until finished) and the creation window asked for,
+// newest first, and their cursors belong to their filter.
+func testFilterExperiments(t *testing.T, open Opener) {
+	clk := clock.NewFake(Start)
+	s := open(t, clk)
+	ctx := t.Context()
+	tn := mustTenant(t, s, "acme")
+	other := mustTenant(t, s, "other")
+	mk := func(suite string, finish bool) string {
+		t.Helper()
+		ne := newExperiment(tn.ID)
+		ne.Suite = suite
+		e, err := s.CreateExperiment(ctx, ne)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if finish {
+			if _, err := s.FinishExperiment(ctx, store.ExperimentFinish{TenantID: tn.ID, ID: e.ID, Model: "m", Summary: json.RawMessage(`{}`)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		clk.Advance(time.Hour)
+		return e.ID
+	}
+	r0 := mk("refunds", true)  // Start
+	r1 := mk("refunds", false) // Start+1h
+	o2 := mk("orders", true)   // Start+2h
+	r3 := mk("refunds", true)  // Start+3h
+	if _, err := s.CreateExperiment(ctx, newExperiment(other.ID)); err != nil {
+		t.Fatal(err)
+	}
+	all := func(f store.ExperimentFilter) []string {
+		t.Helper()
+		var got []string
+		cursor := ""
+		for range 10 {
+			page, next, err := s.FilterExperiments(ctx, tn.ID, f, store.Page{Limit: 1, Cursor: cursor})
+			if err != nil {
+				t.Fatalf("FilterExperiments(%+v): %v", f, err)
+			}
+			for _, e := range page {
+				got = append(got, e.ID)
+			}
+			if next == "" {
+				return got
+			}
+			cursor = next
+		}
+		t.Fatal("too many pages")
+		return nil
+	}
+	for _, tc := range []struct {
+		name string
+		f    store.ExperimentFilter
+		want []string
+	}{
+		{"none", store.ExperimentFilter{}, []string{r3, o2, r1, r0}},
+		{"suite", store.ExperimentFilter{Suite: "refunds"}, []string{r3, r1, r0}},
+		{"running", store.ExperimentFilter{State: store.ExperimentRunning}, []string{r1}},
+		{"finished suite", store.ExperimentFilter{Suite: "refunds", State: store.ExperimentFinished}, []string{r3, r0}},
+		{"since is inclusive", store.ExperimentFilter{Since: Start.Add(2 * time.Hour)}, []string{r3, o2}},
+		{"until is exclusive", store.ExperimentFilter{Until: Start.Add(2 * time.Hour)}, []string{r1, r0}},
+		{"window", store.ExperimentFilter{Since: Start.Add(time.Hour), Until: Start.Add(3 * time.Hour)}, []string{o2, r1}},
+		{"unknown suite", store.ExperimentFilter{Suite: "nope"}, nil},
+	} {
+		if diff := cmp.Diff(tc.want, all(tc.f)); diff != "" {
+			t.Errorf("%s: (-want +got):\n%s", tc.name, diff)
+		}
+	}
+	_, next, err := s.FilterExperiments(ctx, tn.ID, store.ExperimentFilter{Suite: "refunds"}, store.Page{Limit: 1})
+	if err != nil || next == "" {
+		t.Fatalf("first page: next %q, %v", next, err)
+	}
+	if _, _, err := s.FilterExperiments(ctx, tn.ID, store.ExperimentFilter{Suite: "orders"}, store.Page{Cursor: next}); !errors.Is(err, store.ErrInvalidCursor) {
+		t.Errorf("a cursor of another filter: %v, want ErrInvalidCursor", err)
+	}
+	if _, _, err := s.FilterExperiments(ctx, tn.ID, store.ExperimentFilter{State: "paused"}, store.Page{}); err == nil {
+		t.Error("an unknown state was accepted")
 	}
 }
 

@@ -6,9 +6,11 @@
 // network) and prints the median and p95. Seeding is not timed. Run it
 // with make bench-ui, or:
 //
-//	go run ./internal/ui/uibench -rollouts 10000 -requests 100
+// It also seeds two experiments of -runs/2 run records each (with small
+// ATIF trajectories, and one of 5 MB) and production turns, and measures
+// the evaluation pages.
 //
-// Experiment pages are not measured: the UI has none yet.
+//	go run ./internal/ui/uibench -rollouts 10000 -runs 10000 -requests 100
 package main
 
 import (
@@ -45,18 +47,19 @@ func main() {
 func run() error {
 	var (
 		rollouts = flag.Int("rollouts", 100000, "rollouts to seed")
+		runs     = flag.Int("runs", 10000, "experiment runs to seed (two experiments)")
 		requests = flag.Int("requests", 200, "requests per page")
 		data     = flag.String("data", "", "keep the seeded store in this directory and, when it holds one, measure it again without seeding")
 	)
 	flag.Parse()
-	return measure(context.Background(), os.Stdout, *data, *rollouts, *requests)
+	return measure(context.Background(), os.Stdout, *data, *rollouts, *runs, *requests)
 }
 
-// measure seeds n rollouts into a fresh store (in dir, or a temporary
+// measure seeds n rollouts and runs experiment runs into a fresh store (in dir, or a temporary
 // directory when dir is "") and writes each page's server times over
 // requests requests to w. A dir that already holds a seeded store is
 // measured as it is.
-func measure(ctx context.Context, w io.Writer, dir string, rollouts, requests int) error {
+func measure(ctx context.Context, w io.Writer, dir string, rollouts, runs, requests int) error {
 	if dir == "" {
 		tmp, err := os.MkdirTemp("", "uibench-")
 		if err != nil {
@@ -77,10 +80,14 @@ func measure(ctx context.Context, w io.Writer, dir string, rollouts, requests in
 	defer blobs.Close()
 	tn, err := st.TenantByName(ctx, "bench")
 	n := rollouts
+	var exps seededExperiments
 	switch {
 	case err == nil:
 		fmt.Fprintln(os.Stderr, "measuring the store seeded before in", dir)
 		n = -1 // the header says "kept store"
+		if exps, err = keptExperiments(ctx, st, tn.ID); err != nil {
+			return err
+		}
 	case errors.Is(err, store.ErrNotFound):
 		if tn, err = st.CreateTenant(ctx, "bench"); err != nil {
 			return err
@@ -90,6 +97,14 @@ func measure(ctx context.Context, w io.Writer, dir string, rollouts, requests in
 			return fmt.Errorf("seed: %w", err)
 		}
 		fmt.Fprintf(os.Stderr, "seeded %d rollouts in %.0f s\n", n, time.Since(start).Seconds())
+		start = time.Now()
+		if exps, err = seedExperiments(ctx, st, blobs, tn.ID, runs); err != nil {
+			return fmt.Errorf("seed experiments: %w", err)
+		}
+		if err := seedTurns(ctx, st, tn.ID, 1000); err != nil {
+			return fmt.Errorf("seed turns: %w", err)
+		}
+		fmt.Fprintf(os.Stderr, "seeded %d experiment runs and 1000 turns in %.0f s\n", runs, time.Since(start).Seconds())
 	default:
 		return err
 	}
@@ -122,8 +137,18 @@ func measure(ctx context.Context, w io.Writer, dir string, rollouts, requests in
 		"/ui/batches/" + batches[0].ID + "?training=true&outcome=passed",
 		"/ui/batches/" + batches[0].ID + "/live",
 		"/ui/rollouts/" + rs[0].ID,
+		"/ui/experiments",
+		"/ui/experiments?suite=bench&state=finished",
+		"/ui/experiments/" + exps.B,
+		"/ui/experiments/" + exps.B + "/live",
+		"/ui/compare?a=" + exps.A + "&b=" + exps.B,
+		"/ui/experiments/" + exps.B + "/runs/" + exps.BigRun + "/1",
+		"/ui/experiments/" + exps.B + "/runs/" + exps.BigRun + "/1/steps?from=1000",
+		"/ui/experiments/" + exps.B + "/runs/" + exps.BigRun + "/2",
+		"/ui/turns",
+		"/ui/turns?conversation=conv-7",
 	}
-	fmt.Fprintf(w, "%-60s %10s %10s %10s %10s\n", pageHeader(n), "p50 ms", "p95 ms", "max ms", "CPU ms")
+	fmt.Fprintf(w, "%-60s %10s %10s %10s %10s\n", pageHeader(n, runs), "p50 ms", "p95 ms", "max ms", "CPU ms")
 	for _, p := range pages {
 		var ds []time.Duration
 		cpu0 := cpuTime()
@@ -188,9 +213,9 @@ func signIn(web http.Handler, key string) ([]*http.Cookie, error) {
 	return out, nil
 }
 
-func pageHeader(n int) string {
+func pageHeader(n, runs int) string {
 	if n < 0 {
 		return "page (kept store)"
 	}
-	return fmt.Sprintf("page (%d rollouts)", n)
+	return fmt.Sprintf("page (%d rollouts, %d runs)", n, runs)
 }

@@ -9,10 +9,10 @@ import (
 // seeded store (a failed page is an error, not a time).
 func TestEveryMeasuredPageAnswersOnASeededStore(t *testing.T) {
 	var out strings.Builder
-	if err := measure(t.Context(), &out, "", 4, 2); err != nil {
+	if err := measure(t.Context(), &out, "", 4, 20, 2); err != nil {
 		t.Fatal(err)
 	}
-	for _, page := range []string{"/ui/ ", "/ui/batches ", "/ui/rollouts/"} {
+	for _, page := range []string{"/ui/ ", "/ui/batches ", "/ui/rollouts/", "/ui/experiments ", "/ui/compare", "/ui/turns "} {
 		if !strings.Contains(out.String(), page) {
 			t.Errorf("no line for %s in:\n%s", page, out.String())
 		}

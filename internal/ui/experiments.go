@@ -1,0 +1,462 @@
+package ui
+
+import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/gyrehq/gyre/internal/eval"
+	"github.com/gyrehq/gyre/internal/store"
+	"github.com/gyrehq/gyre/internal/suite"
+)
+
+// Page sizes of the experiment pages.
+const (
+	experimentsPage = 25
+	// compareChoices is how many recent experiments the compare form
+	// offers (any other is reachable by its id in the URL).
+	compareChoices = 10
+	// gridRuns is how many run records one page of an experiment's grid
+	// shows; the report above it covers every run.
+	gridRuns = 200
+)
+
+// experimentRow is one experiment with what the list shows of it.
+type experimentRow struct {
+	store.Experiment
+	Running  bool
+	Revision string
+	// Report is the stored summary of a finished experiment; nil while
+	// it runs (its page computes one live).
+	Report *listSummary
+}
+
+// listSummary is what the list reads of a stored summary: its counts,
+// not its per-case results.
+type listSummary struct {
+	Runs, Passed, Failed, Unscored, Errors int
+	PassRate                               *float64                     `json:"pass_rate"`
+	PassRateInterval                       *struct{ Low, High float64 } `json:"pass_rate_interval"`
+}
+
+// capabilities is what the pages read of a harness's capabilities
+// snapshot.
+type capabilities struct {
+	Agent    string `json:"agent"`
+	Revision string `json:"revision"`
+	Branch   string `json:"branch"`
+}
+
+func capabilitiesOf(e store.Experiment) capabilities {
+	var c capabilities
+	if len(e.Capabilities) > 0 {
+		_ = json.Unmarshal(e.Capabilities, &c)
+	}
+	return c
+}
+
+func experimentRowOf(e store.Experiment) experimentRow {
+	row := experimentRow{Experiment: e, Running: e.FinishedAt == nil, Revision: capabilitiesOf(e).Revision}
+	if len(e.Summary) > 0 {
+		var rep listSummary
+		if json.Unmarshal(e.Summary, &rep) == nil {
+			row.Report = &rep
+		}
+	}
+	return row
+}
+
+type experimentsData struct {
+	Suite, State, Since, Until, Cursor, Next string
+	States                                   []string
+	Rows                                     []experimentRow
+}
+
+// Filtered reports whether any filter is set.
+func (d experimentsData) Filtered() bool {
+	return d.Suite != "" || d.State != "" || d.Since != "" || d.Until != ""
+}
+
+// parseDay reads a filter's date: YYYY-MM-DD (midnight UTC, as the
+// form's date input sends it) or an RFC 3339 time.
+func parseDay(field, v string) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.DateOnly, v); err == nil {
+		return t, nil
+	}
+	if t, err := time.Parse(time.RFC3339, v); err == nil {
+		return t, nil
+	}
+	return time.Time{}, badRequest("The %s date %q is not a date: write it as YYYY-MM-DD.", field, v)
+}
+
+// experiments is GET /ui/experiments?suite&state&since&until&cursor: the
+// tenant's experiments, newest first, a page at a time.
+func (u *UI) experiments(w http.ResponseWriter, r *http.Request, s session) error {
+	q := r.URL.Query()
+	d := experimentsData{Suite: q.Get("suite"), State: q.Get("state"), Since: q.Get("since"), Until: q.Get("until"),
+		Cursor: q.Get("cursor"), States: []string{string(store.ExperimentRunning), string(store.ExperimentFinished)}}
+	f := store.ExperimentFilter{Suite: d.Suite, State: store.ExperimentState(d.State)}
+	if d.Suite != "" && !suite.ValidName(d.Suite) {
+		return badRequest("A suite name is 1 to 255 characters from A-Z a-z 0-9 . _ -, not %q.", d.Suite)
+	}
+	if d.State != "" && !slices.Contains(d.States, d.State) {
+		return badRequest("Unknown experiment state %q: choose running or finished.", d.State)
+	}
+	var err error
+	if f.Since, err = parseDay("since", d.Since); err != nil {
+		return err
+	}
+	if f.Until, err = parseDay("until", d.Until); err != nil {
+		return err
+	}
+	if len(d.Until) == len(time.DateOnly) {
+		// A day given as the end of the window includes that day.
+		f.Until = f.Until.AddDate(0, 0, 1)
+	}
+	list, next, err := u.store.FilterExperiments(r.Context(), s.TenantID, f, store.Page{Limit: experimentsPage, Cursor: d.Cursor})
+	if err != nil {
+		return err
+	}
+	d.Next = next
+	for _, e := range list {
+		d.Rows = append(d.Rows, experimentRowOf(e))
+	}
+	u.render(w, r, http.StatusOK, "experiments", view{Title: "Experiments", Nav: "experiments", Session: s, Data: d})
+	return nil
+}
+
+// gridCell is one run of the cases × repetitions grid.
+type gridCell struct {
+	Repetition int
+	// Class is passed, failed, unscored, error, or "" while in flight.
+	Class         string
+	TimedOut      bool
+	HasTrajectory bool
+}
+
+// gridRow is one case of the grid: its runs by repetition (a nil cell
+// has no record yet) and its reduction from the report.
+type gridRow struct {
+	CaseID string
+	Cells  []*gridCell
+	Result *eval.CaseResult
+}
+
+type experimentLive struct {
+	E       experimentRow
+	Report  eval.Report
+	Grid    []gridRow
+	Reps    []int
+	Ks      []int
+	Cursor  string
+	Next    string
+	Running bool
+	Every   string
+}
+
+type experimentData struct {
+	Live   experimentLive
+	Caps   capabilities
+	Config eval.ExperimentConfig
+}
+
+// experimentLiveOf reads the experiment's report (every run, a page at a
+// time, as `gyre eval show` does) and one page of its grid.
+func (u *UI) experimentLiveOf(r *http.Request, s session, id, cursor string) (experimentLive, error) {
+	ctx := r.Context()
+	e, err := u.store.Experiment(ctx, s.TenantID, id)
+	if err != nil {
+		return experimentLive{}, err
+	}
+	rep, err := u.reportOf(r, s, e)
+	if err != nil {
+		return experimentLive{}, err
+	}
+	runs, next, err := u.store.ListRuns(ctx, s.TenantID, id, store.Page{Limit: gridRuns, Cursor: cursor})
+	if err != nil {
+		return experimentLive{}, err
+	}
+	l := experimentLive{E: experimentRowOf(e), Report: rep, Cursor: cursor, Next: next, Running: e.FinishedAt == nil, Every: liveEvery}
+	results := map[string]*eval.CaseResult{}
+	for i := range rep.CaseResults {
+		results[rep.CaseResults[i].CaseID] = &rep.CaseResults[i]
+		for _, k := range rep.CaseResults[i].AtK {
+			if !slices.Contains(l.Ks, k.K) {
+				l.Ks = append(l.Ks, k.K)
+			}
+		}
+	}
+	slices.Sort(l.Ks)
+	maxRep := configRepetitions(e)
+	for _, run := range runs {
+		maxRep = max(maxRep, run.Repetition)
+	}
+	for i := 1; i <= maxRep; i++ {
+		l.Reps = append(l.Reps, i)
+	}
+	for _, run := range runs {
+		if len(l.Grid) == 0 || l.Grid[len(l.Grid)-1].CaseID != run.CaseID {
+			l.Grid = append(l.Grid, gridRow{CaseID: run.CaseID, Cells: make([]*gridCell, maxRep), Result: results[run.CaseID]})
+		}
+		row := &l.Grid[len(l.Grid)-1]
+		row.Cells[run.Repetition-1] = &gridCell{Repetition: run.Repetition, Class: run.Classification,
+			TimedOut: run.TimedOut, HasTrajectory: run.TrajectorySHA256 != ""}
+	}
+	return l, nil
+}
+
+// reportOf is an experiment's report: for a finished experiment, the
+// summary stored when it finished (or was regraded), which eval computed
+// from every run with the same code; for a running one, computed now
+// from its runs, a page at a time.
+func (u *UI) reportOf(r *http.Request, s session, e store.Experiment) (eval.Report, error) {
+	if e.FinishedAt != nil && len(e.Summary) > 0 {
+		var rep eval.Report
+		if err := json.Unmarshal(e.Summary, &rep); err == nil && rep.ExperimentID == e.ID {
+			return rep, nil
+		}
+	}
+	return eval.ReportFrom(r.Context(), &eval.StoreRecorder{Store: u.store, Tenant: s.TenantID}, e)
+}
+
+// configRepetitions is the repetitions an experiment was run with, 0
+// when its config does not say.
+func configRepetitions(e store.Experiment) int { return eval.ConfigOf(e).Repetitions }
+
+// experiment is GET /ui/experiments/{id}: the report with pass@k, model
+// and harness revision, and the cases × repetitions grid.
+func (u *UI) experiment(w http.ResponseWriter, r *http.Request, s session) error {
+	id, err := pathID(r)
+	if err != nil {
+		return err
+	}
+	live, err := u.experimentLiveOf(r, s, id, r.URL.Query().Get("cursor"))
+	if err != nil {
+		return err
+	}
+	d := experimentData{Live: live, Caps: capabilitiesOf(live.E.Experiment), Config: eval.ConfigOf(live.E.Experiment)}
+	u.render(w, r, http.StatusOK, "experiment", view{Title: "Experiment " + short(id), Nav: "experiments", Session: s, Data: d})
+	return nil
+}
+
+// experimentLivePart is GET /ui/experiments/{id}/live: the report and
+// grid fragment a running experiment's page swaps in every few seconds.
+func (u *UI) experimentLivePart(w http.ResponseWriter, r *http.Request, s session) error {
+	id, err := pathID(r)
+	if err != nil {
+		return err
+	}
+	live, err := u.experimentLiveOf(r, s, id, r.URL.Query().Get("cursor"))
+	if err != nil {
+		return err
+	}
+	u.render(w, r, http.StatusOK, "experiment-live-fragment", view{Session: s, Data: live})
+	return nil
+}
+
+type compareData struct {
+	A, B       string
+	EA, EB     *store.Experiment
+	Recent     []store.Experiment
+	Comparison *eval.Comparison
+	// Cases are the comparison's cases, regressions first.
+	Cases []eval.CaseDiff
+}
+
+// compareRank orders a comparison's cases for the page: new failures,
+// then the largest pass-rate drops, then the rest.
+func compareRank(d eval.CaseDiff) int {
+	switch {
+	case d.Change == "new_failure":
+		return 0
+	case d.PassRateDelta != nil && *d.PassRateDelta < 0:
+		return 1
+	case d.Change == "removed" || d.Change == "unscored":
+		return 2
+	case d.Change == "fixed":
+		return 4
+	}
+	return 3
+}
+
+// regressionsFirst sorts a comparison's cases: regressions first (the
+// largest drop first), fixed cases last, by case id within a rank.
+func regressionsFirst(cases []eval.CaseDiff) []eval.CaseDiff {
+	out := slices.Clone(cases)
+	slices.SortStableFunc(out, func(a, b eval.CaseDiff) int {
+		if c := cmp.Compare(compareRank(a), compareRank(b)); c != 0 {
+			return c
+		}
+		if a.PassRateDelta != nil && b.PassRateDelta != nil {
+			if c := cmp.Compare(*a.PassRateDelta, *b.PassRateDelta); c != 0 {
+				return c
+			}
+		}
+		return strings.Compare(a.CaseID, b.CaseID)
+	})
+	return out
+}
+
+// compare is GET /ui/compare?a&b: experiment b diffed against a, case
+// by case, as `gyre eval compare A B` computes it.
+func (u *UI) compare(w http.ResponseWriter, r *http.Request, s session) error {
+	q := r.URL.Query()
+	d := compareData{A: q.Get("a"), B: q.Get("b")}
+	ctx := r.Context()
+	// The choice lists the newest few: a stored summary grows with the
+	// suite's cases, and the list reads each one.
+	recent, _, err := u.store.ListExperiments(ctx, s.TenantID, store.Page{Limit: compareChoices})
+	if err != nil {
+		return err
+	}
+	d.Recent = recent
+	if d.A == "" || d.B == "" {
+		u.render(w, r, http.StatusOK, "compare", view{Title: "Compare experiments", Nav: "experiments", Session: s, Data: d})
+		return nil
+	}
+	var exps [2]store.Experiment
+	for i, id := range []string{d.A, d.B} {
+		if !validUUID(id) {
+			return badRequest("%q is not an experiment id.", id)
+		}
+		if exps[i], err = u.store.Experiment(ctx, s.TenantID, id); err != nil {
+			return err
+		}
+	}
+	d.EA, d.EB = &exps[0], &exps[1]
+	key := comparisonKey(s.TenantID, exps[0], exps[1])
+	c, ok := u.comparisons.get(key)
+	if !ok {
+		var reports [2]eval.Report
+		for i, e := range exps {
+			if reports[i], err = u.reportOf(r, s, e); err != nil {
+				return err
+			}
+		}
+		// The same seed as `gyre eval compare`: B's, else 1.
+		seed := eval.ConfigOf(exps[1]).Seed
+		if seed == 0 {
+			seed = 1
+		}
+		c = eval.CompareReports(reports[0], reports[1], seed)
+		if key != "" {
+			u.comparisons.put(key, c)
+		}
+	}
+	d.Comparison = &c
+	d.Cases = regressionsFirst(c.Cases)
+	u.render(w, r, http.StatusOK, "compare", view{Title: "Compare " + short(d.A) + " → " + short(d.B), Nav: "experiments", Session: s, Data: d})
+	return nil
+}
+
+// validUUID reports whether id is a UUID in its canonical form.
+func validUUID(id string) bool {
+	v, err := uuid.Parse(id)
+	return err == nil && v.String() == id
+}
+
+// cellText is how a grid cell names a run's classification: an error is
+// the harness's or the network's, not the model's.
+func cellText(c gridCell) string {
+	switch c.Class {
+	case "passed":
+		return "pass"
+	case "failed":
+		if c.TimedOut {
+			return "fail (timeout)"
+		}
+		return "fail"
+	case "unscored":
+		return "abstained"
+	case "error":
+		return "error"
+	}
+	return "in flight"
+}
+
+// cellClass is a grid cell's badge class: every classification looks
+// different, and an infrastructure error is not styled as a failure.
+func cellClass(class string) string {
+	switch class {
+	case "passed":
+		return "b-ok"
+	case "failed":
+		return "b-failed"
+	case "unscored":
+		return "b-abstain"
+	case "error":
+		return "b-error"
+	}
+	return "b-neutral"
+}
+
+// runPath is the UI path of a run record.
+func runPath(experimentID, caseID string, repetition int) string {
+	return Prefix + "experiments/" + experimentID + "/runs/" + caseID + "/" + strconv.Itoa(repetition)
+}
+
+// signedPct formats a difference of rates in percentage points with its
+// sign; nil is a dash.
+func signedPct(v *float64) string {
+	if v == nil {
+		return "—"
+	}
+	s := strconv.FormatFloat(*v*100, 'f', 1, 64) + " pp"
+	if *v > 0 {
+		s = "+" + s
+	}
+	return s
+}
+
+// comparisonKey names the comparison of two finished experiments by
+// their summaries' digests (a regrade replaces a summary but keeps the
+// finish time); "" when one is running, whose comparison is never kept.
+func comparisonKey(tenantID string, a, b store.Experiment) string {
+	if a.FinishedAt == nil || b.FinishedAt == nil {
+		return ""
+	}
+	ha, hb := sha256.Sum256(a.Summary), sha256.Sum256(b.Summary)
+	return tenantID + "/" + a.ID + "/" + hex.EncodeToString(ha[:8]) + "/" + b.ID + "/" + hex.EncodeToString(hb[:8])
+}
+
+// comparisonCache keeps the last comparisons of finished experiments:
+// the paired bootstrap of a thousand cases takes a few hundred
+// milliseconds, and its inputs do not change.
+type comparisonCache struct {
+	mu sync.Mutex
+	m  map[string]eval.Comparison
+}
+
+// maxComparisons bounds the cache; it starts afresh when full.
+const maxComparisons = 32
+
+func (c *comparisonCache) get(key string) (eval.Comparison, bool) {
+	if key == "" {
+		return eval.Comparison{}, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.m[key]
+	return v, ok
+}
+
+func (c *comparisonCache) put(key string, v eval.Comparison) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= maxComparisons {
+		c.m = map[string]eval.Comparison{}
+	}
+	c.m[key] = v
+}

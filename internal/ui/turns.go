@@ -1,0 +1,72 @@
+package ui
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"github.com/gyrehq/gyre/internal/store"
+)
+
+// turnsPage is how many turns the turns page shows at a time.
+const turnsPage = 50
+
+// turnView is a stored production turn as the page shows it. Fields the
+// agent may leave out stay nil: null is not [] and unknown is not ok.
+type turnView struct {
+	store.Turn
+	TurnIndex             *int            `json:"turn_index"`
+	InputText             *string         `json:"input_text"`
+	FinalText             *string         `json:"final_text"`
+	ToolCalls             *[]toolCallView `json:"tool_calls"`
+	ToolCallsOmittedCount int             `json:"tool_calls_omitted_count"`
+	AgentFingerprint      json.RawMessage `json:"agent_fingerprint"`
+}
+
+type turnsData struct {
+	Agents                                   []string
+	Agent, Conversation, Since, Cursor, Next string
+	Turns                                    []turnView
+}
+
+// Filtered reports whether any filter is set.
+func (d turnsData) Filtered() bool { return d.Agent != "" || d.Conversation != "" || d.Since != "" }
+
+// turns is GET /ui/turns?agent&conversation&since&cursor: production
+// turns (SPEC §4.1) in the order gyre received them; filtered by a
+// conversation, that conversation's turns in order.
+func (u *UI) turns(w http.ResponseWriter, r *http.Request, s session) error {
+	q := r.URL.Query()
+	d := turnsData{Agent: q.Get("agent"), Conversation: q.Get("conversation"), Since: q.Get("since"), Cursor: q.Get("cursor")}
+	since, err := parseDay("since", d.Since)
+	if err != nil {
+		return err
+	}
+	agents, err := u.store.ListAgents(r.Context(), s.TenantID)
+	if err != nil {
+		return err
+	}
+	for _, a := range agents {
+		d.Agents = append(d.Agents, a.AgentID)
+	}
+	list, next, err := u.store.ListTurns(r.Context(), s.TenantID,
+		store.TurnFilter{AgentID: d.Agent, ConversationID: d.Conversation, Since: since}, store.Page{Limit: turnsPage, Cursor: d.Cursor})
+	if err != nil {
+		return err
+	}
+	d.Next = next
+	for _, t := range list {
+		v := turnView{Turn: t}
+		if err := json.Unmarshal(t.Body, &v); err != nil {
+			return fmt.Errorf("stored turn %s: %w", t.TurnID, err)
+		}
+		v.Turn = t
+		d.Turns = append(d.Turns, v)
+	}
+	title := "Turns"
+	if d.Conversation != "" {
+		title = "Conversation " + d.Conversation
+	}
+	u.render(w, r, http.StatusOK, "turns", view{Title: title, Nav: "turns", Session: s, Data: d})
+	return nil
+}
