@@ -79,6 +79,7 @@ type Store interface {
 	RecordedStore
 	DatasetStore
 	GroupStore
+	HarnessStore
 
 	// CreateTenant creates a tenant; ErrConflict if the name exists.
 	CreateTenant(ctx context.Context, name string) (gyre.Tenant, error)

@@ -76,6 +76,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("Recorded", func(t *testing.T) { t.Parallel(); runRecorded(t, open) })
 	t.Run("Datasets", func(t *testing.T) { t.Parallel(); runDatasets(t, open) })
 	t.Run("Regrade", func(t *testing.T) { t.Parallel(); runRegrade(t, open) })
+	t.Run("Harnesses", func(t *testing.T) { t.Parallel(); runHarnesses(t, open) })
 }
 
 // Hash returns a distinct key hash for a test-chosen secret.
