@@ -44,7 +44,7 @@ func (c *Client) ListRuns(ctx context.Context, q url.Values) (harnesskit.RunList
 func decodeRunList(raw []byte) (harnesskit.RunList, error) {
 	var m struct {
 		Runs  *[]map[string]json.RawMessage `json:"runs"`
-		Total *json.Number                 `json:"total"`
+		Total *json.Number                  `json:"total"`
 	}
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return harnesskit.RunList{}, fmt.Errorf("RunList does not match the contract: %w", err)
