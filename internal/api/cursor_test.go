@@ -33,6 +33,12 @@ func (e *env) seedLists() (experimentID string) {
 	e.batch(append(e.tasks(2), e.tasks(2)...), "")
 	e.batch(e.tasks(2), "") // a second batch pages the batch list
 	e.insertTurns(e.tenant.ID, "agent-1", []string{"t1", "t2", "t3"}, nil)
+	for i := range 2 {
+		if _, _, err := e.st.CreateHarness(ctx, store.Harness{ID: uuid.Must(uuid.NewV7()).String(), TenantID: e.tenant.ID,
+			Name: fmt.Sprintf("h%d", i), BaseURL: "https://h.example.com", CreatedBy: "key k"}); err != nil {
+			e.t.Fatal(err)
+		}
+	}
 	for range 2 {
 		if _, err := e.st.CreateDataset(ctx, store.NewDataset{ID: uuid.Must(uuid.NewV7()).String(), TenantID: e.tenant.ID,
 			AgentID: "agent-1", Format: "sft", Filters: json.RawMessage(`{}`)}); err != nil {
