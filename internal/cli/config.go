@@ -314,6 +314,8 @@ type setting struct {
 	// others are global flags every command takes.
 	serve  bool
 	secret bool // shown redacted by gyre config
+	// boolean lets the flag stand alone for true (--flag, as --flag=true).
+	boolean bool
 	get    func(*Config) string
 	set    func(*Config, string) error
 }
@@ -369,7 +371,7 @@ var settings = func() []setting {
 			},
 		},
 		{
-			flag: "harness-allow-private", usage: "let registered harnesses live at loopback, private and link-local addresses (true or false)", serve: true,
+			flag: "harness-allow-private", usage: "let registered harnesses live at loopback, private and link-local addresses (true or false)", serve: true, boolean: true,
 			get: func(c *Config) string { return strconv.FormatBool(c.HarnessAllowPrivate) },
 			set: func(c *Config, v string) error {
 				b, err := strconv.ParseBool(strings.TrimSpace(v))
@@ -410,6 +412,9 @@ func bindFlags(fs *pflag.FlagSet, serve bool) {
 			continue
 		}
 		fs.String(s.flag, s.get(&def), s.usage+" [$"+s.env()+"]")
+		if s.boolean {
+			fs.Lookup(s.flag).NoOptDefVal = "true"
+		}
 	}
 }
 
