@@ -316,8 +316,8 @@ type setting struct {
 	secret bool // shown redacted by gyre config
 	// boolean lets the flag stand alone for true (--flag, as --flag=true).
 	boolean bool
-	get    func(*Config) string
-	set    func(*Config, string) error
+	get     func(*Config) string
+	set     func(*Config, string) error
 }
 
 func (s setting) env() string { return "GYRE_" + strings.ToUpper(strings.ReplaceAll(s.flag, "-", "_")) }
