@@ -62,3 +62,24 @@ func TestListRunsAnswerMustBeARunList(t *testing.T) {
 		})
 	}
 }
+
+// decodeRunList never panics, and what it accepts has usable run ids.
+func FuzzDecodeRunList(f *testing.F) {
+	for _, s := range []string{`{"runs":[{"run_id":"a"}],"total":1}`, `{"runs":[],"total":0}`, `{"runs":[{"run_id":".."}],"total":1}`, `{}`, `[`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		l, err := decodeRunList(b)
+		if err != nil {
+			return
+		}
+		if l.Total < 0 {
+			t.Fatalf("accepted total %d", l.Total)
+		}
+		for _, it := range l.Runs {
+			if it.RunID == "" || it.RunID == "." || it.RunID == ".." || len(it.RunID) > maxRunIDLen {
+				t.Fatalf("accepted run_id %q", it.RunID)
+			}
+		}
+	})
+}

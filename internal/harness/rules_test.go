@@ -82,3 +82,26 @@ func TestTrajectoryMustBeOneJSONObject(t *testing.T) {
 		}
 	}
 }
+
+// ParseRunsQuery never panics, and what it accepts is within bounds.
+func FuzzParseRunsQuery(f *testing.F) {
+	for _, s := range []string{"limit=5&cursor=" + encodeCursor(10), "since=2026-01-01T00:00:00Z&until=2026-01-02T00:00:00Z", "query=%FF", "limit=-1", "x=1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		v, err := url.ParseQuery(raw)
+		if err != nil {
+			return
+		}
+		q, err := ParseRunsQuery(v)
+		if err != nil {
+			return
+		}
+		if q.Limit < 1 || q.Limit > MaxRunsLimit || q.Offset < 0 || q.Offset > maxOffset || len(q.Query) > 1024 {
+			t.Fatalf("accepted %+v", q)
+		}
+		if q.Since != nil && q.Until != nil && !q.Since.Before(*q.Until) {
+			t.Fatalf("accepted since %v until %v", q.Since, q.Until)
+		}
+	})
+}
