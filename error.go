@@ -45,6 +45,24 @@ const (
 	// CodeNotGraded: a regrade of a rollout or run that has nothing graded
 	// to grade again (no output, not graded yet, or a run that errored).
 	CodeNotGraded = "not_graded"
+	// CodeHarnessExists: a harness name is registered with another base
+	// URL or key.
+	CodeHarnessExists = "harness_exists"
+	// CodeHarnessNotAllowed: a harness at a loopback, private or
+	// link-local address the operator does not allow.
+	CodeHarnessNotAllowed = "harness_not_allowed"
+	// CodeSecretKeyUnset: a harness API key to store, and no
+	// GYRE_SECRET_KEY to encrypt it with.
+	CodeSecretKeyUnset = "secret_key_unset"
+	// CodeHarnessKeyUnavailable: a registered harness's key was sealed
+	// under a GYRE_SECRET_KEY this server does not have.
+	CodeHarnessKeyUnavailable = "harness_key_unavailable"
+	// Calls to a registered harness that failed (the harness is a peer:
+	// 502, never 500).
+	CodeHarnessTimeout         = "harness_timeout"
+	CodeHarnessUnreachable     = "harness_unreachable"
+	CodeHarnessInvalidResponse = "harness_invalid_response"
+	CodeHarnessError           = "harness_error"
 )
 
 var statusByCode = map[string]int{
@@ -80,6 +98,15 @@ var statusByCode = map[string]int{
 	CodePromotionRunning:     http.StatusConflict,
 	CodePromotionDecided:     http.StatusConflict,
 	CodeNotGraded:            http.StatusConflict,
+
+	CodeHarnessExists:          http.StatusConflict,
+	CodeHarnessNotAllowed:      http.StatusUnprocessableEntity,
+	CodeSecretKeyUnset:         http.StatusUnprocessableEntity,
+	CodeHarnessKeyUnavailable:  http.StatusServiceUnavailable,
+	CodeHarnessTimeout:         http.StatusBadGateway,
+	CodeHarnessUnreachable:     http.StatusBadGateway,
+	CodeHarnessInvalidResponse: http.StatusBadGateway,
+	CodeHarnessError:           http.StatusBadGateway,
 }
 
 // Error is the one error type that crosses from the domain to a client.

@@ -49,6 +49,12 @@ func (e *env) seedLists() (experimentID string) {
 			}
 		}
 	}
+	for i := range 2 {
+		if _, _, err := e.st.CreateHarness(ctx, store.Harness{ID: uuid.Must(uuid.NewV7()).String(), TenantID: e.tenant.ID,
+			Name: fmt.Sprintf("h%d", i), BaseURL: "https://h.example.com", CreatedBy: "key k"}); err != nil {
+			e.t.Fatal(err)
+		}
+	}
 	for range 2 {
 		if _, err := e.st.CreateDataset(ctx, store.NewDataset{ID: uuid.Must(uuid.NewV7()).String(), TenantID: e.tenant.ID,
 			AgentID: "agent-1", Format: "sft", Filters: json.RawMessage(`{}`)}); err != nil {

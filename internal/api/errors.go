@@ -61,8 +61,10 @@ func (s *Server) classify(ctx context.Context, err error) *gyre.Error {
 			c.Message = http.StatusText(ge.Status())
 			ge = &c
 		}
-		if ge.Status() >= 500 && ge.Code != gyre.CodeUnavailable {
-			// A 5xx never shows what went wrong inside.
+		if ge.Status() == http.StatusInternalServerError {
+			// A 500 never shows what went wrong inside; the codes mapped
+			// to 502, 503 and 504 (unavailable, a harness that failed)
+			// carry messages written for the client.
 			return internalError(ctx)
 		}
 		return ge

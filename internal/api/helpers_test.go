@@ -20,6 +20,7 @@ import (
 	"github.com/gyrehq/gyre/internal/blobstore"
 	"github.com/gyrehq/gyre/internal/clock"
 	"github.com/gyrehq/gyre/internal/grade"
+	"github.com/gyrehq/gyre/internal/harness"
 	"github.com/gyrehq/gyre/internal/ratelimit"
 	"github.com/gyrehq/gyre/internal/rollout"
 	"github.com/gyrehq/gyre/internal/store"
@@ -190,6 +191,14 @@ type envOptions struct {
 	// claimWaiting is the rollout service's Deps.Waiting.
 	claimWaiting func()
 	gradeEnv     func(store.Store) grade.Env
+	// harnesses makes the server's harness registry on the env's store.
+	harnesses func(store.Store) *harness.Registry
+}
+
+// withHarnesses gives the server the harness registry reg makes on the
+// env's store.
+func withHarnesses(reg func(store.Store) *harness.Registry) envOption {
+	return func(o *envOptions) { o.harnesses = reg }
 }
 
 // withClaimWaiting has the rollout service call f each time a claim
@@ -277,6 +286,9 @@ func newEnv(t *testing.T, eng engine, cfg Config, opts ...envOption) *env {
 		}
 		e.svc = svc
 		deps.Rollouts = svc
+	}
+	if o.harnesses != nil {
+		deps.Harnesses = o.harnesses(e.st)
 	}
 	if o.limits != nil {
 		l, err := ratelimit.New(o.limits, clk, func(ctx context.Context, id string) (string, error) {

@@ -18,6 +18,7 @@ import (
 	"github.com/gyrehq/gyre/internal/clock"
 	"github.com/gyrehq/gyre/internal/dataset/build"
 	"github.com/gyrehq/gyre/internal/gateway"
+	"github.com/gyrehq/gyre/internal/harness"
 	"github.com/gyrehq/gyre/internal/promotion/runner"
 	"github.com/gyrehq/gyre/internal/ratelimit"
 	"github.com/gyrehq/gyre/internal/rollout"
@@ -160,26 +161,31 @@ type Deps struct {
 	// Promotions drives promotions; the server wakes it when one is
 	// created. nil leaves them to whichever replica runs a runner.
 	Promotions *runner.Runner
+	// Harnesses is the harness registry. nil makes one without
+	// GYRE_SECRET_KEY (harnesses with an API key are refused) that allows
+	// no private harness address.
+	Harnesses *harness.Registry
 }
 
 // Server is gyre serve's HTTP server.
 type Server struct {
-	cfg      Config
-	store    store.Store
-	log      *slog.Logger
-	clock    clock.Clock
-	metrics  *telemetry.Metrics
-	blobs    *blobstore.Store
-	rollout  *rollout.Service
-	gateway  *gateway.Gateway
-	limiter  *ratelimit.Limiter
-	datasets *build.Builder
-	promos   *runner.Runner
-	ui       http.Handler
-	tracer   trace.Tracer
-	auth     *auth.Authenticator
-	mux      *http.ServeMux
-	patterns map[string]bool
+	cfg       Config
+	store     store.Store
+	log       *slog.Logger
+	clock     clock.Clock
+	metrics   *telemetry.Metrics
+	blobs     *blobstore.Store
+	rollout   *rollout.Service
+	gateway   *gateway.Gateway
+	limiter   *ratelimit.Limiter
+	datasets  *build.Builder
+	promos    *runner.Runner
+	harnesses *harness.Registry
+	ui        http.Handler
+	tracer    trace.Tracer
+	auth      *auth.Authenticator
+	mux       *http.ServeMux
+	patterns  map[string]bool
 }
 
 // New returns a Server with its routes registered.
@@ -201,22 +207,23 @@ func New(cfg Config, d Deps) (*Server, error) {
 		d.Metrics = telemetry.NewMetrics()
 	}
 	s := &Server{
-		cfg:      cfg,
-		store:    d.Store,
-		log:      d.Logger,
-		clock:    d.Clock,
-		metrics:  d.Metrics,
-		blobs:    d.Blobs,
-		rollout:  d.Rollouts,
-		gateway:  d.Gateway,
-		limiter:  d.Limiter,
-		datasets: d.Datasets,
-		promos:   d.Promotions,
-		ui:       d.UI,
-		tracer:   d.Tracing.Tracer(),
-		auth:     auth.NewAuthenticator(d.Store),
-		mux:      http.NewServeMux(),
-		patterns: map[string]bool{},
+		cfg:       cfg,
+		store:     d.Store,
+		log:       d.Logger,
+		clock:     d.Clock,
+		metrics:   d.Metrics,
+		blobs:     d.Blobs,
+		rollout:   d.Rollouts,
+		gateway:   d.Gateway,
+		limiter:   d.Limiter,
+		datasets:  d.Datasets,
+		promos:    d.Promotions,
+		harnesses: d.Harnesses,
+		ui:        d.UI,
+		tracer:    d.Tracing.Tracer(),
+		auth:      auth.NewAuthenticator(d.Store),
+		mux:       http.NewServeMux(),
+		patterns:  map[string]bool{},
 	}
 	if err := d.Limiter.Register(d.Metrics.Registry); err != nil {
 		return nil, fmt.Errorf("api: rate limit metrics: %w", err)
@@ -227,6 +234,9 @@ func New(cfg Config, d Deps) (*Server, error) {
 			blobs = d.Blobs
 		}
 		s.datasets = build.New(d.Store, blobs, d.Logger)
+	}
+	if s.harnesses == nil {
+		s.harnesses = harness.New(d.Store, nil, harness.Config{})
 	}
 	s.routes()
 	return s, nil
@@ -409,6 +419,7 @@ func (s *Server) routes() {
 	s.gatewayRoutes()
 	s.agentRoutes()
 	s.recordedRoutes()
+	s.harnessRoutes()
 	s.datasetRoutes()
 	s.groupRoutes()
 	s.promotionRoutes()

@@ -22,6 +22,7 @@ import (
 	"github.com/gyrehq/gyre/internal/gateway"
 	"github.com/gyrehq/gyre/internal/grade"
 	"github.com/gyrehq/gyre/internal/ratelimit"
+	"github.com/gyrehq/gyre/internal/secret"
 	"github.com/gyrehq/gyre/internal/store/storeopen"
 	"github.com/gyrehq/gyre/internal/telemetry"
 )
@@ -89,6 +90,16 @@ type Config struct {
 	// policies: section, over its upstreams:. gyre serve refuses them
 	// (its policies live in the store).
 	Policies []PolicyConfig
+	// HarnessAllowPrivate lets registered harnesses live at loopback,
+	// private and link-local addresses (--harness-allow-private, default
+	// false), which are refused otherwise, as for upstreams.
+	HarnessAllowPrivate bool
+	// SecretKey is GYRE_SECRET_KEY, the key that encrypts registered
+	// harnesses' API keys at rest (package secret documents its format).
+	// It comes from the environment only — never a flag, which any user
+	// of the machine can read, nor the config file — and is never shown.
+	// Empty: harnesses with an API key are refused.
+	SecretKey string
 }
 
 // UpstreamConfig is one entry of the config file's upstreams: section.
@@ -185,6 +196,11 @@ func (c Config) Validate() error {
 	}
 	if c.GatewayMaxBodyBytes < 1024 {
 		add("gateway-max-body-bytes", "must be at least 1KiB, not %d bytes", c.GatewayMaxBodyBytes)
+	}
+	if c.SecretKey != "" {
+		if _, err := secret.ParseKey(c.SecretKey); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if c.GatewayFlushInterval <= 0 || c.GatewayFlushInterval > 5*time.Second {
 		add("gateway-flush-interval", "must be more than 0 and at most 5s, not %s", c.GatewayFlushInterval)
@@ -302,8 +318,10 @@ type setting struct {
 	// others are global flags every command takes.
 	serve  bool
 	secret bool // shown redacted by gyre config
-	get    func(*Config) string
-	set    func(*Config, string) error
+	// boolean lets the flag stand alone for true (--flag, as --flag=true).
+	boolean bool
+	get     func(*Config) string
+	set     func(*Config, string) error
 }
 
 func (s setting) env() string { return "GYRE_" + strings.ToUpper(strings.ReplaceAll(s.flag, "-", "_")) }
@@ -357,6 +375,18 @@ var settings = func() []setting {
 			},
 		},
 		{
+			flag: "harness-allow-private", usage: "let registered harnesses live at loopback, private and link-local addresses (true or false)", serve: true, boolean: true,
+			get: func(c *Config) string { return strconv.FormatBool(c.HarnessAllowPrivate) },
+			set: func(c *Config, v string) error {
+				b, err := strconv.ParseBool(strings.TrimSpace(v))
+				if err != nil {
+					return fmt.Errorf("want true or false, not %q", v)
+				}
+				c.HarnessAllowPrivate = b
+				return nil
+			},
+		},
+		{
 			flag: "gateway-flush-interval", usage: "longest time an LLM gateway record waits in memory before it is written (e.g. 200ms)", serve: true,
 			get: func(c *Config) string { return c.GatewayFlushInterval.String() },
 			set: func(c *Config, v string) error {
@@ -386,6 +416,9 @@ func bindFlags(fs *pflag.FlagSet, serve bool) {
 			continue
 		}
 		fs.String(s.flag, s.get(&def), s.usage+" [$"+s.env()+"]")
+		if s.boolean {
+			fs.Lookup(s.flag).NoOptDefVal = "true"
+		}
 	}
 }
 
@@ -431,6 +464,9 @@ func (r resolver) resolve(fs *pflag.FlagSet, serve bool) (Config, map[string]sou
 		from[s.flag] = source{Value: shown, Source: src}
 	}
 	if serve {
+		if v, ok := r.lookupEnv(secret.EnvVar); ok {
+			c.SecretKey = v
+		}
 		c.Limits = doc.limits
 		c.CommandAllow = doc.commandAllow
 		if doc.hasPolicies {

@@ -26,8 +26,10 @@ import (
 	"github.com/gyrehq/gyre/internal/gateway"
 	"github.com/gyrehq/gyre/internal/grade"
 	"github.com/gyrehq/gyre/internal/promotion/runner"
+	"github.com/gyrehq/gyre/internal/harness"
 	"github.com/gyrehq/gyre/internal/ratelimit"
 	"github.com/gyrehq/gyre/internal/rollout"
+	"github.com/gyrehq/gyre/internal/secret"
 	"github.com/gyrehq/gyre/internal/store"
 	"github.com/gyrehq/gyre/internal/telemetry"
 	"github.com/gyrehq/gyre/internal/ui"
@@ -57,6 +59,12 @@ creates the tenant "default" and one admin key, and writes the key to
 <data>/admin.key (mode 0600); the log shows only the file's path. On
 PostgreSQL, a first admin key is created only with --bootstrap-admin-key-file;
 otherwise run "gyre tenants create NAME".
+
+Registered harnesses (POST /api/v1/harnesses, for the web UI's sessions
+browser) keep their API key encrypted with GYRE_SECRET_KEY, 32 random bytes as
+64 hex digits or base64 (openssl rand -hex 32), read from the environment only;
+without it, a harness with an API key is refused. Harnesses at loopback,
+private and link-local addresses are refused unless --harness-allow-private.
 
 /metrics needs a key of any role, unless --metrics-addr serves it without one
 on a separate address.`,
@@ -172,12 +180,23 @@ func (a *app) serve(ctx context.Context, c Config) error {
 		closeListeners()
 		return err
 	}
+	var sealKey *secret.Key
+	if c.SecretKey != "" {
+		if sealKey, err = secret.ParseKey(c.SecretKey); err != nil {
+			closeListeners()
+			return err
+		}
+		log.Info("harness API keys are encrypted with GYRE_SECRET_KEY", slog.String("key_id", sealKey.ID()))
+	} else {
+		log.Info("GYRE_SECRET_KEY is not set: harnesses with an API key cannot be registered")
+	}
+	harnesses := harness.New(st, sealKey, harness.Config{AllowPrivate: c.HarnessAllowPrivate})
 	srv, err := api.New(api.Config{
 		PublicURL:    c.publicURL(ln.Addr()),
 		MaxBodyBytes: c.MaxBodyBytes,
 		AllowCommand: c.CommandAllow.Allows,
 	}, api.Deps{Store: st, Logger: log, Clock: clock.Real{}, Metrics: metrics, Blobs: blobs, Rollouts: rollouts, Gateway: gw, Limiter: limiter, Tracing: tracing, Datasets: datasets,
-		Promotions: promotions, UI: webUI})
+		Promotions: promotions, UI: webUI, Harnesses: harnesses})
 	if err != nil {
 		closeListeners()
 		return err

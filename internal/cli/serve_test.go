@@ -76,8 +76,15 @@ type server struct {
 // startServe starts gyre serve and waits for its "listening" log line.
 func startServe(t *testing.T, bin string, args ...string) *server {
 	t.Helper()
+	return startServeEnv(t, bin, nil, args...)
+}
+
+// startServeEnv is startServe with env (NAME=value) added to the clean
+// environment.
+func startServeEnv(t *testing.T, bin string, env []string, args ...string) *server {
+	t.Helper()
 	cmd := exec.Command(bin, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...)...)
-	cmd.Env = cleanEnv()
+	cmd.Env = append(cleanEnv(), env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

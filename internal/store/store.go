@@ -83,6 +83,7 @@ type Store interface {
 	PromotionStore
 	UISessionStore
 	UIStatsStore
+	HarnessStore
 
 	// CreateTenant creates a tenant; ErrConflict if the name exists.
 	CreateTenant(ctx context.Context, name string) (gyre.Tenant, error)

@@ -82,6 +82,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("RolloutFilters", func(t *testing.T) { t.Parallel(); runRolloutFilters(t, open) })
 	t.Run("UIStats", func(t *testing.T) { t.Parallel(); runUIStats(t, open) })
 	t.Run("UISessions", func(t *testing.T) { t.Parallel(); runUISessions(t, open) })
+	t.Run("Harnesses", func(t *testing.T) { t.Parallel(); runHarnesses(t, open) })
 }
 
 // Hash returns a distinct key hash for a test-chosen secret.
