@@ -57,9 +57,12 @@ type result struct {
 	NotExported map[string]int `json:"not_exported_by_reason"`
 	Pending     int            `json:"pending"`
 	SeedSeconds float64        `json:"seed_seconds"`
-	Seconds     float64        `json:"build_seconds"`
-	RowsPerS    float64        `json:"rows_per_s"`
-	PeakRSSMi   float64        `json:"peak_rss_mib"`
+	// SeedPeakRSSMi is the peak RSS when seeding ended, before the build:
+	// PeakRSSMi above it is the build's.
+	SeedPeakRSSMi float64 `json:"seed_peak_rss_mib"`
+	Seconds       float64 `json:"build_seconds"`
+	RowsPerS      float64 `json:"rows_per_s"`
+	PeakRSSMi     float64 `json:"peak_rss_mib"`
 }
 
 func run() error {
@@ -102,8 +105,8 @@ func run() error {
 			if err := json.Unmarshal(out, &r); err != nil {
 				return fmt.Errorf("size %d: %w: %q", n, err, out)
 			}
-			fmt.Fprintf(os.Stderr, "  %d rollouts, measurement %d: seeded in %.0fs, %d rows in %.2fs: %.0f rows/s, peak RSS %.1f MiB\n",
-				n, i+1, r.SeedSeconds, r.Rows, r.Seconds, r.RowsPerS, r.PeakRSSMi)
+			fmt.Fprintf(os.Stderr, "  %d rollouts, measurement %d: seeded in %.0fs (peak RSS %.1f MiB), %d rows in %.2fs: %.0f rows/s, peak RSS %.1f MiB\n",
+				n, i+1, r.SeedSeconds, r.SeedPeakRSSMi, r.Rows, r.Seconds, r.RowsPerS, r.PeakRSSMi)
 			rates, rss, rows = append(rates, r.RowsPerS), append(rss, r.PeakRSSMi), r.Rows
 		}
 		fmt.Printf("%-9d %-6d %9d %12.0f %14.1f\n", n, *count, rows, benchproc.Median(rates), benchproc.Median(rss))
@@ -138,7 +141,7 @@ func measure(ctx context.Context, n int, cpuprofile string) (result, error) {
 	if _, err := seed.Rollouts(ctx, st, blobs, tn.ID, n); err != nil {
 		return result{}, fmt.Errorf("seed: %w", err)
 	}
-	seedSecs := time.Since(seedStart).Seconds()
+	seedSecs, seedRSS := time.Since(seedStart).Seconds(), benchproc.PeakRSSMiB()
 	ds, err := st.CreateDataset(ctx, store.NewDataset{ID: uuid.Must(uuid.NewV7()).String(), TenantID: tn.ID,
 		AgentID: seed.Agent, Format: string(dataset.FormatSFT), Filters: json.RawMessage(`{}`)})
 	if err != nil {
@@ -167,5 +170,5 @@ func measure(ctx context.Context, n int, cpuprofile string) (result, error) {
 	}
 	return result{Rollouts: m.RolloutsSelected, Exported: m.RolloutsExported, Rows: m.Rows, FileBytes: m.FileBytes,
 		NotExported: m.NotExportedByReason, Pending: m.Pending,
-		SeedSeconds: seedSecs, Seconds: secs, RowsPerS: float64(m.Rows) / secs, PeakRSSMi: benchproc.PeakRSSMiB()}, nil
+		SeedSeconds: seedSecs, SeedPeakRSSMi: seedRSS, Seconds: secs, RowsPerS: float64(m.Rows) / secs, PeakRSSMi: benchproc.PeakRSSMiB()}, nil
 }
