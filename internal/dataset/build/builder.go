@@ -132,7 +132,9 @@ func (b *Builder) Build(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	src := newSource(ctx, b.st, b.blobs, ds)
+	// The build's blob reads go through a cache of its own, shared by
+	// its rollouts (see blobCache).
+	src := newSource(ctx, b.st, newBlobCache(b.blobs, cacheBytes), ds)
 	pr, pw := io.Pipe()
 	type result struct {
 		m   dataset.Manifest

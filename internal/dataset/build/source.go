@@ -58,12 +58,9 @@ type suiteOf struct{ name, version string }
 // over.
 const maxTasks = 1024
 
-// newSource returns the source of a build. Its blob reads go through a
-// cache of the build's own (see blobCache), shared by its rollouts.
+// newSource returns the source of a build; blobs is nil when there is
+// no blob store.
 func newSource(ctx context.Context, st store.Store, blobs gateway.BlobReader, ds store.Dataset) *source {
-	if blobs != nil {
-		blobs = newBlobCache(blobs, cacheBytes)
-	}
 	return &source{ctx: ctx, st: st, blobs: blobs, ds: ds, suites: map[string]suiteOf{}}
 }
 
