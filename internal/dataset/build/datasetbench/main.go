@@ -62,7 +62,12 @@ type result struct {
 	SeedPeakRSSMi float64 `json:"seed_peak_rss_mib"`
 	Seconds       float64 `json:"build_seconds"`
 	RowsPerS      float64 `json:"rows_per_s"`
-	PeakRSSMi     float64 `json:"peak_rss_mib"`
+	// CPUSeconds is the process's CPU time (user and system, all threads)
+	// during the build: on a machine shared with other work, rows per
+	// CPU-second says what the build costs when wall-clock rows/s cannot.
+	CPUSeconds  float64 `json:"build_cpu_seconds"`
+	RowsPerCPUS float64 `json:"rows_per_cpu_s"`
+	PeakRSSMi   float64 `json:"peak_rss_mib"`
 }
 
 func run() error {
@@ -84,13 +89,13 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("%-9s %-6s %9s %12s %14s\n", "rollouts", "count", "rows", "rows/s", "peak RSS MiB")
+	fmt.Printf("%-9s %-6s %9s %12s %14s %14s\n", "rollouts", "count", "rows", "rows/s", "rows/CPU-s", "peak RSS MiB")
 	for _, s := range strings.Split(*sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || n < 1 {
 			return fmt.Errorf("size %q: want a positive number", s)
 		}
-		var rates, rss []float64
+		var rates, cpuRates, rss []float64
 		rows := 0
 		for i := range *count {
 			out, err := exec.Command(self, "-rollouts", strconv.Itoa(n)).Output()
@@ -105,11 +110,12 @@ func run() error {
 			if err := json.Unmarshal(out, &r); err != nil {
 				return fmt.Errorf("size %d: %w: %q", n, err, out)
 			}
-			fmt.Fprintf(os.Stderr, "  %d rollouts, measurement %d: seeded in %.0fs (peak RSS %.1f MiB), %d rows in %.2fs: %.0f rows/s, peak RSS %.1f MiB\n",
-				n, i+1, r.SeedSeconds, r.SeedPeakRSSMi, r.Rows, r.Seconds, r.RowsPerS, r.PeakRSSMi)
-			rates, rss, rows = append(rates, r.RowsPerS), append(rss, r.PeakRSSMi), r.Rows
+			fmt.Fprintf(os.Stderr, "  %d rollouts, measurement %d: seeded in %.0fs (peak RSS %.1f MiB), %d rows in %.2fs (%.2f CPU-s): %.0f rows/s (%.0f per CPU-s), peak RSS %.1f MiB\n",
+				n, i+1, r.SeedSeconds, r.SeedPeakRSSMi, r.Rows, r.Seconds, r.CPUSeconds, r.RowsPerS, r.RowsPerCPUS, r.PeakRSSMi)
+			rates, cpuRates, rss, rows = append(rates, r.RowsPerS), append(cpuRates, r.RowsPerCPUS), append(rss, r.PeakRSSMi), r.Rows
 		}
-		fmt.Printf("%-9d %-6d %9d %12.0f %14.1f\n", n, *count, rows, benchproc.Median(rates), benchproc.Median(rss))
+		fmt.Printf("%-9d %-6d %9d %12.0f %14.0f %14.1f\n", n, *count, rows, benchproc.Median(rates), benchproc.Median(cpuRates),
+			benchproc.Median(rss))
 	}
 	return nil
 }
@@ -151,11 +157,11 @@ func measure(ctx context.Context, n int, cpuprofile string) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	start := time.Now()
+	start, cpu0 := time.Now(), cpuSeconds()
 	if err := build.New(st, blobs, nil).Build(ctx, ds.ID); err != nil {
 		return result{}, err
 	}
-	secs := time.Since(start).Seconds()
+	secs, cpu := time.Since(start).Seconds(), cpuSeconds()-cpu0
 	stop()
 	ds, err = st.DatasetByID(ctx, ds.ID)
 	if err != nil {
@@ -170,5 +176,6 @@ func measure(ctx context.Context, n int, cpuprofile string) (result, error) {
 	}
 	return result{Rollouts: m.RolloutsSelected, Exported: m.RolloutsExported, Rows: m.Rows, FileBytes: m.FileBytes,
 		NotExported: m.NotExportedByReason, Pending: m.Pending,
-		SeedSeconds: seedSecs, SeedPeakRSSMi: seedRSS, Seconds: secs, RowsPerS: float64(m.Rows) / secs, PeakRSSMi: benchproc.PeakRSSMiB()}, nil
+		SeedSeconds: seedSecs, SeedPeakRSSMi: seedRSS, Seconds: secs, RowsPerS: float64(m.Rows) / secs,
+		CPUSeconds: cpu, RowsPerCPUS: float64(m.Rows) / cpu, PeakRSSMi: benchproc.PeakRSSMiB()}, nil
 }
