@@ -39,7 +39,7 @@ type Blobs interface {
 const Agent = "bench-agent"
 
 // Rollouts seeds n training-grade rollouts of agent Agent for tenantID,
-// over 100 tasks in groups of two, 64 claimed at a time with their
+// over 100 tasks in groups of two, up to chunk claimed at a time with their
 // gateway records written in one flush, and returns how many it seeded.
 func Rollouts(ctx context.Context, st store.Store, blobs Blobs, tenantID string, n int) (int, error) {
 	const tasks = 100
