@@ -258,7 +258,9 @@ func (b *Builder) build(ctx context.Context, id string, p *Progress) error {
 	if err != nil {
 		return err
 	}
-	var src dataset.Source = newSource(ctx, b.st, b.blobs, ds)
+	// The build's blob reads go through a cache of its own, shared by
+	// its rollouts (see blobCache).
+	var src dataset.Source = newSource(ctx, b.st, newBlobCache(b.blobs, cacheBytes), ds)
 	var out io.Writer
 	pr, pw := io.Pipe()
 	out = pw

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"sync"
 
 	"github.com/gyrehq/gyre/flywheel"
 	"github.com/gyrehq/gyre/internal/blobstore"
@@ -26,9 +27,15 @@ import (
 const ReasonBodiesMissing = "bodies_missing"
 
 // pageSize is how many frozen members one read returns: memory holds one
-// page of ids and one rollout's traffic at a time, whatever the size of
-// the dataset.
+// page of ids and the traffic of the rollouts being read, whatever the
+// size of the dataset.
 const pageSize = 256
+
+// readAhead is how many members are read at once, ahead of the writer:
+// one rollout's store and blob reads wait on the disk while another's
+// run, and the writer works on one while the next are read. Memory holds
+// the traffic of at most readAhead+2 rollouts.
+const readAhead = 8
 
 // source is a dataset.Source over one frozen dataset.
 type source struct {
@@ -36,29 +43,45 @@ type source struct {
 	st    store.Store
 	blobs gateway.BlobReader
 	ds    store.Dataset
-	// task is the last task read: members come task by task often
-	// enough (a group is one task), and one entry keeps memory flat
-	// however many tasks the dataset spans.
-	task store.Task
+
+	mu sync.Mutex
+	// suites are the suite names and versions of the tasks read, up to
+	// maxTasks: a dataset's members come from a suite's tasks over and
+	// over, and a bound keeps memory flat however many tasks it spans.
+	suites map[string]suiteOf
 }
 
+// suiteOf is the suite a task belongs to.
+type suiteOf struct{ name, version string }
+
+// maxTasks bounds the source's task cache; when it is full it starts
+// over.
+const maxTasks = 1024
+
+// newSource returns the source of a build; blobs is nil when there is
+// no blob store.
 func newSource(ctx context.Context, st store.Store, blobs gateway.BlobReader, ds store.Dataset) *source {
-	return &source{ctx: ctx, st: st, blobs: blobs, ds: ds}
+	return &source{ctx: ctx, st: st, blobs: blobs, ds: ds, suites: map[string]suiteOf{}}
 }
 
-// Rollouts yields the members in rollout id order, a page at a time.
+// Rollouts yields the members in rollout id order.
 func (s *source) Rollouts() iter.Seq2[*dataset.Rollout, error] {
-	return func(yield func(*dataset.Rollout, error) bool) {
+	return readInOrder(s.ctx, s.members(), s.rollout)
+}
+
+// members yields the frozen members in rollout id order, a page at a
+// time.
+func (s *source) members() iter.Seq2[store.DatasetMember, error] {
+	return func(yield func(store.DatasetMember, error) bool) {
 		after := ""
 		for {
 			page, err := s.st.DatasetMembers(s.ctx, s.ds.ID, after, pageSize)
 			if err != nil {
-				yield(nil, err)
+				yield(store.DatasetMember{}, err)
 				return
 			}
 			for _, m := range page {
-				r, err := s.rollout(m)
-				if !yield(r, err) || err != nil {
+				if !yield(m, nil) {
 					return
 				}
 			}
@@ -75,34 +98,95 @@ func (s *source) Rollouts() iter.Seq2[*dataset.Rollout, error] {
 func (s *source) Groups() iter.Seq2[[]*dataset.Rollout, error] {
 	return func(yield func([]*dataset.Rollout, error) bool) {
 		var group []*dataset.Rollout
-		afterG, afterR := "", ""
-		for {
-			page, err := s.st.DatasetGroupMembers(s.ctx, s.ds.ID, afterG, afterR, pageSize)
+		for r, err := range readInOrder(s.ctx, s.groupMembers(), s.rollout) {
 			if err != nil {
 				yield(nil, err)
 				return
 			}
-			for _, m := range page {
-				if len(group) > 0 && group[0].GroupID != m.GroupID {
-					if !yield(group, nil) {
-						return
-					}
-					group = nil
-				}
-				r, err := s.rollout(m)
-				if err != nil {
-					yield(nil, err)
+			if len(group) > 0 && group[0].GroupID != r.GroupID {
+				if !yield(group, nil) {
 					return
 				}
-				group = append(group, r)
+				group = nil
+			}
+			group = append(group, r)
+		}
+		if len(group) > 0 {
+			yield(group, nil)
+		}
+	}
+}
+
+// groupMembers yields the frozen members in group then rollout id order,
+// a page at a time.
+func (s *source) groupMembers() iter.Seq2[store.DatasetMember, error] {
+	return func(yield func(store.DatasetMember, error) bool) {
+		afterG, afterR := "", ""
+		for {
+			page, err := s.st.DatasetGroupMembers(s.ctx, s.ds.ID, afterG, afterR, pageSize)
+			if err != nil {
+				yield(store.DatasetMember{}, err)
+				return
+			}
+			for _, m := range page {
+				if !yield(m, nil) {
+					return
+				}
 			}
 			if len(page) < pageSize {
-				if len(group) > 0 {
-					yield(group, nil)
-				}
 				return
 			}
 			afterG, afterR = page[len(page)-1].GroupID, page[len(page)-1].RolloutID
+		}
+	}
+}
+
+// readInOrder reads the members that ms yields with read, up to readAhead
+// at once, and yields the rollouts in ms's order, so the file is the same
+// bytes however the reads interleave. It stops at the first error.
+func readInOrder(ctx context.Context, ms iter.Seq2[store.DatasetMember, error],
+	read func(store.DatasetMember) (*dataset.Rollout, error)) iter.Seq2[*dataset.Rollout, error] {
+	type slot struct {
+		r    *dataset.Rollout
+		err  error
+		done chan struct{}
+	}
+	return func(yield func(*dataset.Rollout, error) bool) {
+		ctx, cancel := context.WithCancel(ctx)
+		queue := make(chan *slot, readAhead)
+		var reads sync.WaitGroup
+		go func() {
+			defer close(queue)
+			for m, err := range ms {
+				sl := &slot{err: err, done: make(chan struct{})}
+				select {
+				case queue <- sl:
+				case <-ctx.Done():
+					return
+				}
+				if err != nil {
+					close(sl.done)
+					return
+				}
+				reads.Go(func() {
+					defer close(sl.done)
+					sl.r, sl.err = read(m)
+				})
+			}
+		}()
+		defer func() {
+			// Stopped early: let the member reader see it, drop what
+			// was read ahead and wait for the reads in flight.
+			cancel()
+			for range queue {
+			}
+			reads.Wait()
+		}()
+		for sl := range queue {
+			<-sl.done
+			if !yield(sl.r, sl.err) || sl.err != nil {
+				return
+			}
 		}
 	}
 }
@@ -127,14 +211,11 @@ func (s *source) rollout(m store.DatasetMember) (*dataset.Rollout, error) {
 		// Not exported whatever its traffic: reading it would be waste.
 		return r, nil
 	}
-	if s.task.ID != m.TaskID {
-		t, err := s.st.Task(s.ctx, s.ds.TenantID, m.TaskID)
-		if err != nil {
-			return nil, fmt.Errorf("rollout %s: task: %w", m.RolloutID, err)
-		}
-		s.task = t
+	suite, err := s.suite(m)
+	if err != nil {
+		return nil, err
 	}
-	r.Suite, r.SuiteVersion = s.task.SuiteName, s.task.SuiteVersion
+	r.Suite, r.SuiteVersion = suite.name, suite.version
 	ro, err := s.st.GetRollout(s.ctx, s.ds.TenantID, m.RolloutID)
 	if err != nil {
 		return nil, fmt.Errorf("rollout %s: %w", m.RolloutID, err)
@@ -184,6 +265,29 @@ func (s *source) rollout(m store.DatasetMember) (*dataset.Rollout, error) {
 		r.Completions = append(r.Completions, comp)
 	}
 	return r, nil
+}
+
+// suite returns the suite of the member's task, reading the task once
+// while the cache keeps it.
+func (s *source) suite(m store.DatasetMember) (suiteOf, error) {
+	s.mu.Lock()
+	v, ok := s.suites[m.TaskID]
+	s.mu.Unlock()
+	if ok {
+		return v, nil
+	}
+	t, err := s.st.Task(s.ctx, s.ds.TenantID, m.TaskID)
+	if err != nil {
+		return v, fmt.Errorf("rollout %s: task: %w", m.RolloutID, err)
+	}
+	v = suiteOf{t.SuiteName, t.SuiteVersion}
+	s.mu.Lock()
+	if len(s.suites) >= maxTasks {
+		clear(s.suites)
+	}
+	s.suites[m.TaskID] = v
+	s.mu.Unlock()
+	return v, nil
 }
 
 func hasFingerprintName(fp json.RawMessage) bool {

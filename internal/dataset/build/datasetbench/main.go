@@ -57,9 +57,17 @@ type result struct {
 	NotExported map[string]int `json:"not_exported_by_reason"`
 	Pending     int            `json:"pending"`
 	SeedSeconds float64        `json:"seed_seconds"`
-	Seconds     float64        `json:"build_seconds"`
-	RowsPerS    float64        `json:"rows_per_s"`
-	PeakRSSMi   float64        `json:"peak_rss_mib"`
+	// SeedPeakRSSMi is the peak RSS when seeding ended, before the build:
+	// PeakRSSMi above it is the build's.
+	SeedPeakRSSMi float64 `json:"seed_peak_rss_mib"`
+	Seconds       float64 `json:"build_seconds"`
+	RowsPerS      float64 `json:"rows_per_s"`
+	// CPUSeconds is the process's CPU time (user and system, all threads)
+	// during the build: on a machine shared with other work, rows per
+	// CPU-second says what the build costs when wall-clock rows/s cannot.
+	CPUSeconds  float64 `json:"build_cpu_seconds"`
+	RowsPerCPUS float64 `json:"rows_per_cpu_s"`
+	PeakRSSMi   float64 `json:"peak_rss_mib"`
 }
 
 func run() error {
@@ -81,13 +89,13 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("%-9s %-6s %9s %12s %14s\n", "rollouts", "count", "rows", "rows/s", "peak RSS MiB")
+	fmt.Printf("%-9s %-6s %9s %12s %14s %14s\n", "rollouts", "count", "rows", "rows/s", "rows/CPU-s", "peak RSS MiB")
 	for _, s := range strings.Split(*sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || n < 1 {
 			return fmt.Errorf("size %q: want a positive number", s)
 		}
-		var rates, rss []float64
+		var rates, cpuRates, rss []float64
 		rows := 0
 		for i := range *count {
 			out, err := exec.Command(self, "-rollouts", strconv.Itoa(n)).Output()
@@ -102,11 +110,12 @@ func run() error {
 			if err := json.Unmarshal(out, &r); err != nil {
 				return fmt.Errorf("size %d: %w: %q", n, err, out)
 			}
-			fmt.Fprintf(os.Stderr, "  %d rollouts, measurement %d: seeded in %.0fs, %d rows in %.2fs: %.0f rows/s, peak RSS %.1f MiB\n",
-				n, i+1, r.SeedSeconds, r.Rows, r.Seconds, r.RowsPerS, r.PeakRSSMi)
-			rates, rss, rows = append(rates, r.RowsPerS), append(rss, r.PeakRSSMi), r.Rows
+			fmt.Fprintf(os.Stderr, "  %d rollouts, measurement %d: seeded in %.0fs (peak RSS %.1f MiB), %d rows in %.2fs (%.2f CPU-s): %.0f rows/s (%.0f per CPU-s), peak RSS %.1f MiB\n",
+				n, i+1, r.SeedSeconds, r.SeedPeakRSSMi, r.Rows, r.Seconds, r.CPUSeconds, r.RowsPerS, r.RowsPerCPUS, r.PeakRSSMi)
+			rates, cpuRates, rss, rows = append(rates, r.RowsPerS), append(cpuRates, r.RowsPerCPUS), append(rss, r.PeakRSSMi), r.Rows
 		}
-		fmt.Printf("%-9d %-6d %9d %12.0f %14.1f\n", n, *count, rows, benchproc.Median(rates), benchproc.Median(rss))
+		fmt.Printf("%-9d %-6d %9d %12.0f %14.0f %14.1f\n", n, *count, rows, benchproc.Median(rates), benchproc.Median(cpuRates),
+			benchproc.Median(rss))
 	}
 	return nil
 }
@@ -138,7 +147,7 @@ func measure(ctx context.Context, n int, cpuprofile string) (result, error) {
 	if _, err := seed.Rollouts(ctx, st, blobs, tn.ID, n); err != nil {
 		return result{}, fmt.Errorf("seed: %w", err)
 	}
-	seedSecs := time.Since(seedStart).Seconds()
+	seedSecs, seedRSS := time.Since(seedStart).Seconds(), benchproc.PeakRSSMiB()
 	ds, err := st.CreateDataset(ctx, store.NewDataset{ID: uuid.Must(uuid.NewV7()).String(), TenantID: tn.ID,
 		AgentID: seed.Agent, Format: string(dataset.FormatSFT), Filters: json.RawMessage(`{}`)})
 	if err != nil {
@@ -148,11 +157,11 @@ func measure(ctx context.Context, n int, cpuprofile string) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	start := time.Now()
+	start, cpu0 := time.Now(), cpuSeconds()
 	if err := build.New(st, blobs, nil).Build(ctx, ds.ID); err != nil {
 		return result{}, err
 	}
-	secs := time.Since(start).Seconds()
+	secs, cpu := time.Since(start).Seconds(), cpuSeconds()-cpu0
 	stop()
 	ds, err = st.DatasetByID(ctx, ds.ID)
 	if err != nil {
@@ -167,5 +176,6 @@ func measure(ctx context.Context, n int, cpuprofile string) (result, error) {
 	}
 	return result{Rollouts: m.RolloutsSelected, Exported: m.RolloutsExported, Rows: m.Rows, FileBytes: m.FileBytes,
 		NotExported: m.NotExportedByReason, Pending: m.Pending,
-		SeedSeconds: seedSecs, Seconds: secs, RowsPerS: float64(m.Rows) / secs, PeakRSSMi: benchproc.PeakRSSMiB()}, nil
+		SeedSeconds: seedSecs, SeedPeakRSSMi: seedRSS, Seconds: secs, RowsPerS: float64(m.Rows) / secs,
+		CPUSeconds: cpu, RowsPerCPUS: float64(m.Rows) / cpu, PeakRSSMi: benchproc.PeakRSSMiB()}, nil
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"os"
 	"runtime/pprof"
+	"syscall"
+	"time"
 )
 
 // startProfile starts a CPU profile written to path, if path is set, and
@@ -20,4 +22,13 @@ func startProfile(path string) (stop func(), err error) {
 		return nil, err
 	}
 	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+// cpuSeconds is the process's CPU time so far, user and system.
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }

@@ -4,6 +4,15 @@
 // whose bodies are stored the way the gateway's recorder stores them
 // (message blobs, a request document and a response), so a dataset of the
 // agent selects and exports every one.
+//
+// Seeding is quick enough to fill a store with 100,000 rollouts in
+// minutes: the blobs every rollout shares (the system prompt, the
+// recurring turns, the identical first answer) are stored once, as
+// content addressing stores them once anyway; a chunk's own blobs are
+// stored a few at a time; and its rollouts are submitted and graded at
+// once, so the store's group commit writes them in a few transactions
+// instead of two each. The rows are written through the same store
+// methods as the API's, so they have the shape the API gives them.
 package seed
 
 import (
@@ -14,6 +23,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	"github.com/gyrehq/gyre"
@@ -29,7 +39,7 @@ type Blobs interface {
 const Agent = "bench-agent"
 
 // Rollouts seeds n training-grade rollouts of agent Agent for tenantID,
-// over 100 tasks in groups of two, 64 claimed at a time with their
+// over 100 tasks in groups of two, up to chunk claimed at a time with their
 // gateway records written in one flush, and returns how many it seeded.
 func Rollouts(ctx context.Context, st store.Store, blobs Blobs, tenantID string, n int) (int, error) {
 	const tasks = 100
@@ -63,9 +73,8 @@ func Rollouts(ctx context.Context, st store.Store, blobs Blobs, tenantID string,
 		ids[i] = t.ID
 	}
 	base := "gateway/" + tenantID
-	// The shared system message is one blob, as the recorder stores it.
-	system := []byte(`{"role":"system","content":"You are a support agent."}`)
-	if err := put(ctx, blobs, base+"/messages", system); err != nil {
+	sh, err := storeShared(ctx, blobs, base)
+	if err != nil {
 		return 0, err
 	}
 	done := 0
@@ -76,7 +85,7 @@ func Rollouts(ctx context.Context, st store.Store, blobs Blobs, tenantID string,
 			return done, fmt.Errorf("batch: %w", err)
 		}
 		for {
-			secrets := make([]store.RolloutSecrets, 64)
+			secrets := make([]store.RolloutSecrets, chunk)
 			for i := range secrets {
 				seed := fmt.Sprintf("%s/%d/%d", tenantID, done, i)
 				secrets[i] = store.RolloutSecrets{LeaseToken: sha256.Sum256([]byte(seed + "/lease")),
@@ -91,34 +100,29 @@ func Rollouts(ctx context.Context, st store.Store, blobs Blobs, tenantID string,
 				break
 			}
 			claimed := res.Rollouts[:min(len(res.Rollouts), n-done)]
+			recs := make([][]store.GatewayRecord, len(claimed))
+			if err := each(len(claimed), blobWriters, func(i int) error {
+				var err error
+				recs[i], err = calls(ctx, blobs, base, tenantID, claimed[i].Rollout.ID, sh)
+				return err
+			}); err != nil {
+				return done, err
+			}
 			flush := store.GatewayFlush{ReplicaID: "seed"}
-			for _, c := range claimed {
-				recs, err := calls(ctx, blobs, base, tenantID, c.Rollout.ID, system)
-				if err != nil {
-					return done, err
-				}
-				flush.Records = append(flush.Records, recs...)
+			for _, r := range recs {
+				flush.Records = append(flush.Records, r...)
 			}
 			if err := st.RecordGateway(ctx, flush); err != nil {
 				return done, fmt.Errorf("record gateway: %w", err)
 			}
-			for i, c := range claimed {
-				out := `{"final_text":"Refund issued"}`
-				osum := sha256.Sum256([]byte(out))
-				if _, err := st.SubmitOutput(ctx, store.OutputSubmission{TenantID: tenantID, RolloutID: c.Rollout.ID,
-					LeaseToken: secrets[i].LeaseToken, Output: json.RawMessage(out), OutputHash: hex.EncodeToString(osum[:]),
-					Grace: 30 * time.Second}); err != nil {
-					return done, fmt.Errorf("submit: %w", err)
-				}
-				reward, rec := 1.0, "on_policy"
-				if err := st.SaveGrade(ctx, store.GradeResult{RolloutID: c.Rollout.ID,
-					Verdicts:       json.RawMessage(`[{"grader":"contains","pass":true,"score":1,"reason":""}]`),
-					GraderVersions: json.RawMessage(`[{"name":"contains"}]`),
-					Outcome:        "passed", Reward: &reward, Reconciliation: &rec, TrainingGrade: true, Reasons: []string{}}); err != nil {
-					return done, fmt.Errorf("grade: %w", err)
-				}
-				done++
+			// All at once, so that the store's group commit writes the
+			// chunk in a few transactions.
+			if err := each(len(claimed), len(claimed), func(i int) error {
+				return finish(ctx, st, tenantID, claimed[i].Rollout.ID, secrets[i].LeaseToken)
+			}); err != nil {
+				return done, err
 			}
+			done += len(claimed)
 			if done >= n {
 				break
 			}
@@ -127,14 +131,80 @@ func Rollouts(ctx context.Context, st store.Store, blobs Blobs, tenantID string,
 	return done, nil
 }
 
-// calls stores the bodies of a rollout's two counted completions and
-// returns their records.
-func calls(ctx context.Context, blobs Blobs, base, tenantID, rolloutID string, system []byte) ([]store.GatewayRecord, error) {
+// chunk is how many rollouts are claimed, recorded and graded together.
+const chunk = 200
+
+// blobWriters is how many of a chunk's rollouts store their blobs at once:
+// a few, so that one's file system calls overlap another's work.
+const blobWriters = 4
+
+// finish submits a rollout's output and grades it passed and training
+// grade, as the grader would.
+func finish(ctx context.Context, st store.Store, tenantID, rolloutID string, lease [32]byte) error {
+	out := `{"final_text":"Refund issued"}`
+	osum := sha256.Sum256([]byte(out))
+	if _, err := st.SubmitOutput(ctx, store.OutputSubmission{TenantID: tenantID, RolloutID: rolloutID,
+		LeaseToken: lease, Output: json.RawMessage(out), OutputHash: hex.EncodeToString(osum[:]),
+		Grace: 30 * time.Second}); err != nil {
+		return fmt.Errorf("submit: %w", err)
+	}
+	reward, rec := 1.0, "on_policy"
+	if err := st.SaveGrade(ctx, store.GradeResult{RolloutID: rolloutID,
+		Verdicts:       json.RawMessage(`[{"grader":"contains","pass":true,"score":1,"reason":""}]`),
+		GraderVersions: json.RawMessage(`[{"name":"contains"}]`),
+		Outcome:        "passed", Reward: &reward, Reconciliation: &rec, TrainingGrade: true, Reasons: []string{}}); err != nil {
+		return fmt.Errorf("grade: %w", err)
+	}
+	return nil
+}
+
+// The bodies every rollout's conversation shares: the system prompt, the
+// assistant's question and the user's answer to it (a recurring turn, as
+// in real traffic), and the first completion's response.
+var (
+	systemMsg = []byte(`{"role":"system","content":"You are a support agent."}`)
+	askMsg    = []byte(`{"role":"assistant","content":"Which order?"}`)
+	replyMsg  = []byte(`{"role":"user","content":"The last one."}`)
+)
+
+// answers are the two completions' answers; the first is every rollout's.
+var answers = []string{"Which order?", "Refund issued for %s"}
+
+func response(i int, rolloutID string) []byte {
+	answer := answers[i]
+	if i > 0 {
+		answer = fmt.Sprintf(answer, rolloutID)
+	}
+	return []byte(fmt.Sprintf(`{"id":"c%d","object":"chat.completion","model":"bench-model","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":%q}}],"usage":{"prompt_tokens":20,"completion_tokens":5,"total_tokens":25}}`, i, answer))
+}
+
+// shared holds what storeShared stored: the shared messages' digests and
+// the key of the shared first response.
+type shared struct {
+	messages  map[string]bool
+	response0 string
+}
+
+// storeShared stores the blobs every rollout shares, once.
+func storeShared(ctx context.Context, blobs Blobs, base string) (shared, error) {
+	sh := shared{messages: map[string]bool{}}
+	for _, m := range [][]byte{systemMsg, askMsg, replyMsg} {
+		if err := put(ctx, blobs, base+"/messages", m); err != nil {
+			return sh, err
+		}
+		sh.messages[digest(m)] = true
+	}
+	var err error
+	sh.response0, err = putKey(ctx, blobs, base+"/responses", response(0, ""))
+	return sh, err
+}
+
+// calls stores the bodies of a rollout's two counted completions that
+// are its own (the shared ones are stored already) and returns their
+// records.
+func calls(ctx context.Context, blobs Blobs, base, tenantID, rolloutID string, sh shared) ([]store.GatewayRecord, error) {
 	user := []byte(fmt.Sprintf(`{"role":"user","content":"Refund order %s"}`, rolloutID))
-	asst := []byte(`{"role":"assistant","content":"Which order?"}`)
-	user2 := []byte(`{"role":"user","content":"The last one."}`)
-	convs := [][][]byte{{system, user}, {system, user, asst, user2}}
-	answers := []string{"Which order?", "Refund issued for " + rolloutID}
+	convs := [][][]byte{{systemMsg, user}, {systemMsg, user, askMsg, replyMsg}}
 	now := time.Now()
 	var out []store.GatewayRecord
 	for i, msgs := range convs {
@@ -142,9 +212,8 @@ func calls(ctx context.Context, blobs Blobs, base, tenantID, rolloutID string, s
 			"tail": `}`, "agent": map[string]any{}, "added": []string{}}
 		shas := make([]string, len(msgs))
 		for j, m := range msgs {
-			s := sha256.Sum256(m)
-			shas[j] = hex.EncodeToString(s[:])
-			if j > 0 || i > 0 { // the system message is already stored
+			shas[j] = digest(m)
+			if !sh.messages[shas[j]] && (i == 0 || j > 1) { // the user message goes once
 				if err := put(ctx, blobs, base+"/messages", m); err != nil {
 					return nil, err
 				}
@@ -159,10 +228,11 @@ func calls(ctx context.Context, blobs Blobs, base, tenantID, rolloutID string, s
 		if err != nil {
 			return nil, err
 		}
-		resp := []byte(fmt.Sprintf(`{"id":"c%d","object":"chat.completion","model":"bench-model","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":%q}}],"usage":{"prompt_tokens":20,"completion_tokens":5,"total_tokens":25}}`, i, answers[i]))
-		pk, err := putKey(ctx, blobs, base+"/responses", resp)
-		if err != nil {
-			return nil, err
+		pk := sh.response0
+		if i > 0 {
+			if pk, err = putKey(ctx, blobs, base+"/responses", response(i, rolloutID)); err != nil {
+				return nil, err
+			}
 		}
 		id := sha256.Sum256([]byte(fmt.Sprintf("%s/%d", rolloutID, i)))
 		rid, model := rolloutID, "bench-model"
@@ -173,6 +243,34 @@ func calls(ctx context.Context, blobs Blobs, base, tenantID, rolloutID string, s
 			Usage: json.RawMessage(`{"prompt_tokens":20,"completion_tokens":5,"total_tokens":25}`)})
 	}
 	return out, nil
+}
+
+func digest(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// each runs fn(i) for every i below n, at most limit at once, and returns
+// the first error.
+func each(n, limit int, fn func(i int) error) error {
+	errs := make([]error, n)
+	sem := make(chan struct{}, limit)
+	var wg sync.WaitGroup
+	for i := range n {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			errs[i] = fn(i)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func put(ctx context.Context, blobs Blobs, prefix string, b []byte) error {
