@@ -14,7 +14,7 @@
 // Writers stream: they take rollouts one at a time (dpo: one group at a
 // time) and write rows as they go while hashing them, so the memory they
 // use follows the largest rollout, not the dataset; only the manifest's
-// list of selected rollout ids grows with it. The same input always gives
+// lists of selected rollout ids and held-out task ids grow with it. The same input always gives
 // the same bytes: every embedded JSON value is written in its RFC 8785
 // canonical form (members sorted, numbers as ECMAScript writes them,
 // strings exactly as recorded), rows in a fixed member order, one

@@ -27,7 +27,9 @@ type Dataset struct {
 	// Filters is the creation request's filters as JSON
 	// (dataset.Filters).
 	Filters json.RawMessage
-	// HoldoutTaskIDs are the tasks held out at creation.
+	// HoldoutTaskIDs are the members' tasks whose case gates a promotion
+	// (SPEC §10), decided at creation and sorted: the build holds their
+	// rollouts out unless the filters include the holdout.
 	HoldoutTaskIDs []string
 	// State is building, ready or failed; Reason says why it failed.
 	State  string
@@ -58,12 +60,11 @@ type DatasetProgress struct {
 type NewDataset struct {
 	// ID is minted by the caller (UUIDv7): rollout ids of the same
 	// tenant are UUIDv7 too, so both sort by time.
-	ID             string
-	TenantID       string
-	AgentID        string
-	Format         string
-	Filters        json.RawMessage
-	HoldoutTaskIDs []string
+	ID       string
+	TenantID string
+	AgentID  string
+	Format   string
+	Filters  json.RawMessage
 	// Since (inclusive) and Until (exclusive) bound the rollouts'
 	// submission time; nil means unbounded.
 	Since, Until *time.Time
@@ -105,9 +106,14 @@ type DatasetBuilt struct {
 type DatasetStore interface {
 	// CreateDataset selects the agent's submitted rollouts that match d,
 	// freezes each with its current verdict set, training grade and
-	// reward, stores the dataset as building and enqueues its build job,
-	// all in one transaction. ErrNotFound when the agent was never seen
-	// in the tenant.
+	// reward, records the held-out tasks among them (HoldoutTaskIDs: a
+	// member's task is held out when it is, or shares the case of, a task
+	// of a batch that a promotion of the same tenant and agent made — the
+	// same suite name and case id, or for a task made from a production
+	// turn the same source agent and turn), stores the dataset as
+	// building and enqueues its build job, all in one transaction, so a
+	// later promotion never changes an existing dataset. ErrNotFound when
+	// the agent was never seen in the tenant.
 	CreateDataset(ctx context.Context, d NewDataset) (Dataset, error)
 	// GetDataset returns one of the tenant's datasets.
 	GetDataset(ctx context.Context, tenantID, id string) (Dataset, error)

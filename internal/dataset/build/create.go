@@ -24,8 +24,9 @@ type Request struct {
 }
 
 // Create validates r, then freezes a new dataset of the tenant (its
-// rollout ids and the verdict set each was graded with) and queues its
-// build job. It is the one way a dataset is made, by the API and by gyre
+// rollout ids, the verdict set each was graded with, and which of their
+// tasks are held out because their case gates a promotion, SPEC §10) and
+// queues its build job. It is the one way a dataset is made, by the API and by gyre
 // dataset export on the store alike, so both freeze the same selection
 // and record the same filters. Bad input is a *gyre.Error pointing at the
 // request member at fault (invalid_body); an agent never seen in the

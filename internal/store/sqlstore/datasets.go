@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/gyrehq/gyre/internal/store"
@@ -64,12 +65,8 @@ func (s *Store) CreateDataset(ctx context.Context, nd store.NewDataset) (store.D
 	if len(nd.Filters) == 0 || !json.Valid(nd.Filters) {
 		return store.Dataset{}, errors.New("create dataset: filters are not JSON")
 	}
-	holdout, err := json.Marshal(nonNil(nd.HoldoutTaskIDs))
-	if err != nil {
-		return store.Dataset{}, fmt.Errorf("create dataset: %w", err)
-	}
 	var out store.Dataset
-	err = s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx *sql.Tx) error {
 		var one int
 		if err := tx.QueryRowContext(ctx, `SELECT 1 FROM agents WHERE tenant_id = $1 AND agent_id = $2`,
 			nd.TenantID, nd.AgentID).Scan(&one); err != nil {
@@ -77,8 +74,8 @@ func (s *Store) CreateDataset(ctx context.Context, nd store.NewDataset) (store.D
 		}
 		now := s.now()
 		if _, err := tx.ExecContext(ctx, `INSERT INTO datasets (id, tenant_id, agent_id, format, filters, holdout,
-			state, members, created_us) VALUES ($1, $2, $3, $4, $5, $6, $7, 0, $8)`,
-			nd.ID, nd.TenantID, nd.AgentID, nd.Format, string(nd.Filters), string(holdout),
+			state, members, created_us) VALUES ($1, $2, $3, $4, $5, '[]', $6, 0, $7)`,
+			nd.ID, nd.TenantID, nd.AgentID, nd.Format, string(nd.Filters),
 			store.DatasetBuilding, now); err != nil {
 			if s.d.IsUniqueViolation(err) {
 				return fmt.Errorf("dataset %s: %w", nd.ID, store.ErrConflict)
@@ -121,7 +118,12 @@ func (s *Store) CreateDataset(ctx context.Context, nd store.NewDataset) (store.D
 		if err != nil {
 			return fmt.Errorf("freeze dataset members: %w", err)
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE datasets SET members = $2 WHERE id = $1`, nd.ID, n); err != nil {
+		holdout, err := heldOutTasks(ctx, tx, nd)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE datasets SET members = $2, holdout = $3 WHERE id = $1`,
+			nd.ID, n, string(holdout)); err != nil {
 			return fmt.Errorf("count dataset members: %w", err)
 		}
 		if err := s.enqueue(ctx, tx, store.JobDatasetBuild, nd.ID, now); err != nil {
@@ -134,6 +136,53 @@ func (s *Store) CreateDataset(ctx context.Context, nd store.NewDataset) (store.D
 		return store.Dataset{}, fmt.Errorf("create dataset: %w", err)
 	}
 	return out, nil
+}
+
+// caseKey is a task's identity across the batches that each make their
+// own task ids (SPEC §10): a task made from a production turn is that
+// turn of its agent, a suite task is its suite's case (whatever the
+// version), and any other task only itself. The three columns (a list
+// for a SELECT; parenthesised they are a row value) are never NULL, so a
+// row-value IN compares them whole; t is the tasks alias.
+func caseKey(t string) string {
+	turn := t + `.source_turn_id IS NOT NULL`
+	suite := t + `.suite_name IS NOT NULL`
+	return `CASE WHEN ` + turn + ` THEN 'turn' WHEN ` + suite + ` THEN 'case' ELSE 'task' END,
+		CASE WHEN ` + turn + ` THEN COALESCE(` + t + `.source_agent_id, '') WHEN ` + suite + ` THEN ` + t + `.suite_name ELSE ` + t + `.id END,
+		CASE WHEN ` + turn + ` THEN ` + t + `.source_turn_id WHEN ` + suite + ` THEN ` + t + `.case_id ELSE ` + t + `.id END`
+}
+
+// heldOutTasks returns, as a sorted JSON array, the tasks of the new
+// dataset's frozen members whose case gates a promotion of the same
+// tenant and agent: a task of any batch a promotion made, matched by
+// caseKey, so a later batch of the same suite (new task ids) or a new
+// task made from the same turn is held out too. Both sides are one query
+// over indexed joins; only the distinct held-out task ids come back.
+func heldOutTasks(ctx context.Context, tx *sql.Tx, nd store.NewDataset) ([]byte, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT DISTINCT m.task_id FROM dataset_rollouts m
+		JOIN tasks t ON t.id = m.task_id
+		WHERE m.dataset_id = $1 AND (`+caseKey("t")+`) IN (
+			SELECT `+caseKey("pt")+` FROM batches pb
+			JOIN rollouts pr ON pr.batch_id = pb.id
+			JOIN tasks pt ON pt.id = pr.task_id
+			WHERE pb.tenant_id = $2 AND pb.agent_id = $3 AND pb.promotion_id IS NOT NULL)`, nd.ID, nd.TenantID, nd.AgentID)
+	if err != nil {
+		return nil, fmt.Errorf("held-out tasks: %w", err)
+	}
+	defer rows.Close()
+	ids := []string{}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("held-out tasks: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("held-out tasks: %w", err)
+	}
+	slices.Sort(ids) // in Go: the engines' collations may order text differently
+	return json.Marshal(ids)
 }
 
 // GetDataset returns one of the tenant's datasets.

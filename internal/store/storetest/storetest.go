@@ -77,6 +77,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("Promotions", func(t *testing.T) { t.Parallel(); runPromotions(t, open) })
 	t.Run("Recorded", func(t *testing.T) { t.Parallel(); runRecorded(t, open) })
 	t.Run("Datasets", func(t *testing.T) { t.Parallel(); runDatasets(t, open) })
+	t.Run("Holdout", func(t *testing.T) { t.Parallel(); runHoldout(t, open) })
 	t.Run("JobLeases", func(t *testing.T) { t.Parallel(); runJobLeases(t, open) })
 	t.Run("Regrade", func(t *testing.T) { t.Parallel(); runRegrade(t, open) })
 	t.Run("RolloutFilters", func(t *testing.T) { t.Parallel(); runRolloutFilters(t, open) })
