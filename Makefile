@@ -31,7 +31,7 @@ FUZZTIME     ?= 20000x
 all: fmt-check vet build test
 
 test:
-	scripts/testenv.sh $(GO) test -race -count=1 $(TESTFLAGS) $(PKGS)
+	scripts/testenv.sh $(GO) test -race -count=1 -timeout 30m $(TESTFLAGS) $(PKGS)
 
 build:
 	$(GO) build -o bin/gyre ./cmd/gyre

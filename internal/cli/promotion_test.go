@@ -373,7 +373,7 @@ func TestPolicyPromote_ServerRefusalsExit1(t *testing.T) {
 		{"one running promotion per agent", http.StatusConflict, apiErr("promotion_running", "promotion 0192… is running", ""),
 			`agent "bot-1" already has a running promotion (gyre promotions list --agent bot-1 --state running)`},
 		{"the candidate is the baseline", http.StatusUnprocessableEntity, apiErr("invalid_request", "candidate equals the baseline", "/candidate"),
-			"422 invalid_request: candidate equals the baseline"},
+			"422 invalid_request at /candidate: candidate equals the baseline"},
 		{"a reader key is forbidden", http.StatusForbidden, apiErr("forbidden", "admin role required", ""), "403 forbidden"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
