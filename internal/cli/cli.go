@@ -84,8 +84,8 @@ recording LLM gateway, verifiers grade them and mark the trustworthy ones
 training grade, gyre dataset exports them as frozen sft, dpo, rl or atif
 files, gyre policy promote lets a candidate policy reach production only
 through a paired-statistics gate, and gyre eval runs suites against an agent
-harness. The web UI, the Responses and Messages APIs in the gateway and
-capture over OTLP are coming, not built yet.
+harness. gyre serve also serves a web UI under /ui/. Capture over OTLP is
+not built yet, and gyre demo shows only the evaluator half of the loop.
 
 gyre serve runs the control plane. The operator commands (migrate, tenants,
 keys) work on its store directly, with the same --data and --db flags, and
