@@ -41,7 +41,7 @@ func TestDatasetsPoliciesAndPromotionsPages(t *testing.T) {
 			want []string
 		}{
 			{"/ui/datasets", []string{seed.Dataset, "support-bot", "sft", "ready"}},
-			{"/ui/datasets/" + seed.Dataset, []string{"Manifest", "Download the file", "/ui/datasets/" + seed.Dataset + "/file", "File SHA-256", "Rollouts not exported"}},
+			{"/ui/datasets/" + seed.Dataset, []string{"Manifest", "Download the file", "/ui/datasets/" + seed.Dataset + "/file", "File SHA-256", "Rollouts not exported, by reason"}},
 			{"/ui/datasets/" + seed.Empty, []string{"The file is empty:", "applies to sft only"}},
 			{"/ui/policies", []string{`href="/ui/policies/p1"`, "served-model-2"}},
 			{"/ui/policies/p2", []string{"Definition", "served-model-2", seed.Promotion[len(seed.Promotion)-8:]}},
