@@ -1,6 +1,8 @@
 package ui
 
 import (
+	"log/slog"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -8,6 +10,7 @@ import (
 	"github.com/gyrehq/gyre"
 	"github.com/gyrehq/gyre/internal/dataset"
 	"github.com/gyrehq/gyre/internal/grade"
+	"github.com/gyrehq/gyre/internal/store"
 )
 
 // The create form's dates: an RFC 3339 time as given; a day as its start
@@ -84,5 +87,39 @@ func TestEveryReasonCodeHasAMeaning(t *testing.T) {
 		if m := promotionReasonMeaning(code); strings.HasPrefix(m, "see ") {
 			t.Errorf("promotion reason %s has no meaning", code)
 		}
+	}
+}
+
+// A building dataset's page shows its progress and polls for more; a
+// ready one does not poll.
+func TestBuildingDatasetShowsProgressAndRefreshes(t *testing.T) {
+	t.Parallel()
+	pages, err := parsePages()
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &UI{pages: pages, log: slog.New(slog.DiscardHandler)}
+	d := store.Dataset{ID: "01a2336d-3df9-7d8c-9f7c-3ddf039c2a8e", AgentID: "bot", Format: "sft", State: store.DatasetBuilding,
+		Members: 10, Progress: &store.DatasetProgress{Rollouts: 4, Rows: 3}}
+	render := func(d store.Dataset) string {
+		w := httptest.NewRecorder()
+		u.render(w, httptest.NewRequest("GET", "/ui/datasets/"+d.ID, nil), 200, "dataset",
+			view{Title: "Dataset", Data: datasetView{D: d, Live: liveDataset(d)}})
+		return w.Body.String()
+	}
+	b := render(d)
+	for _, want := range []string{`<progress max="10" value="4"`, "4 of 10 read", "3 rows written", `hx-get="/ui/datasets/` + d.ID + `/live"`, "once the file is built"} {
+		if !strings.Contains(b, want) {
+			t.Errorf("building page lacks %q", want)
+		}
+	}
+	d.Progress = nil
+	if b := render(d); !strings.Contains(b, "waiting for a builder") {
+		t.Error("a build not started yet is not said to be queued")
+	}
+	reason := "blob store unavailable"
+	d.State, d.Reason = store.DatasetFailed, &reason
+	if b := render(d); strings.Contains(b, "hx-get") || !strings.Contains(b, "The build failed: blob store unavailable") {
+		t.Errorf("failed page polls or hides its reason")
 	}
 }
