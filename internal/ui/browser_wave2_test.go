@@ -55,7 +55,7 @@ func TestBrowserDatasetsAndPromotions(t *testing.T) {
 
 	// A rollback with nothing to restore is a message on the page.
 	tb.do(chromedp.Navigate(s.ts.URL+"/ui/agents/queued-bot"), chromedp.WaitVisible(chromedp.CSS("main")),
-		chromedp.Click(chromedp.CSS(`form[action$="/rollback"] button`)), chromedp.WaitVisible(chromedp.CSS("main [role=alert]")))
+		chromedp.Submit(chromedp.CSS(`form[action$="/rollback"] button`)), chromedp.WaitVisible(chromedp.CSS("main [role=alert]")))
 	if msg := eval[string](tb, `document.querySelector('main [role=alert]').textContent`); !strings.Contains(msg, "no_previous_policy") {
 		t.Errorf("rollback with no previous policy says %q", msg)
 	}
@@ -72,9 +72,10 @@ func TestBrowserDatasetsAndPromotions(t *testing.T) {
 	tb.mu.Unlock()
 	tb.checkClean("agent-rollback-refused")
 
-	// Creating a dataset with the form lands on its page.
+	// Creating a dataset with the form lands on its page, which follows
+	// the build (htmx) until the manifest shows.
 	tb.do(chromedp.Navigate(s.ts.URL+"/ui/datasets"), chromedp.WaitVisible(chromedp.CSS("#c-format")),
-		chromedp.SetValue(chromedp.CSS("#c-format"), "atif"), chromedp.Click(chromedp.CSS(`form.create button[type=submit]`)),
+		chromedp.SetValue(chromedp.CSS("#c-agent"), "support-bot"), chromedp.SetValue(chromedp.CSS("#c-format"), "atif"), chromedp.Submit(chromedp.CSS(`form.create button[type=submit]`)),
 		chromedp.WaitVisible(chromedp.CSS("#dataset-live")))
 	if loc := tb.location(); !strings.Contains(loc, "/ui/datasets/") {
 		t.Fatalf("the create form landed on %s", loc)
@@ -86,7 +87,7 @@ func TestBrowserDatasetsAndPromotions(t *testing.T) {
 	// A reader sees the same pages without either admin form.
 	key, _ := s.key("reader")
 	tb.do(chromedp.Navigate(s.ts.URL+"/ui/"), chromedp.WaitVisible(chromedp.CSS("main")))
-	tb.do(chromedp.Click(chromedp.CSS(`form.who button`)), chromedp.WaitVisible(chromedp.CSS("#key")))
+	tb.do(chromedp.Submit(chromedp.CSS(`form.who button`)), chromedp.WaitVisible(chromedp.CSS("#key")))
 	signIn(key)
 	for _, p := range []struct{ name, path string }{{"datasets-reader", "/ui/datasets"}, {"agent-policy-reader", "/ui/agents/support-bot"}} {
 		tb.visit(p.name, p.path)
