@@ -175,7 +175,7 @@ func (a *app) serve(ctx context.Context, c Config) error {
 	datasets := build.New(st, blobs, log)
 	promotions := runner.New(runner.Config{}, runner.Deps{Store: st, Clock: clock.Real{}, Logger: log,
 		Failed: gw.Recorder().ForgetAll})
-	webUI, err := ui.New(ui.Config{PublicURL: c.publicURL(ln.Addr())}, ui.Deps{Store: st, Blobs: blobs, Logger: log, Clock: clock.Real{}})
+	webUI, err := ui.New(ui.Config{PublicURL: c.publicURL(ln.Addr())}, ui.Deps{Store: st, Blobs: blobs, Logger: log, Clock: clock.Real{}, Datasets: datasets})
 	if err != nil {
 		closeListeners()
 		return err

@@ -25,8 +25,10 @@ import (
 	"github.com/gyrehq/gyre/internal/auth"
 	"github.com/gyrehq/gyre/internal/blobstore"
 	"github.com/gyrehq/gyre/internal/clock"
+	"github.com/gyrehq/gyre/internal/dataset/build"
 	"github.com/gyrehq/gyre/internal/gateway"
 	"github.com/gyrehq/gyre/internal/grade"
+	"github.com/gyrehq/gyre/internal/promotion/runner"
 	"github.com/gyrehq/gyre/internal/rollout"
 	"github.com/gyrehq/gyre/internal/store"
 	"github.com/gyrehq/gyre/internal/store/storeopen"
@@ -103,12 +105,14 @@ func newServer(t *testing.T) *server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	web, err := ui.New(ui.Config{PublicURL: ts.URL}, ui.Deps{Store: st, Blobs: blobs, Logger: log})
+	datasets := build.New(st, blobs, log)
+	promotions := runner.New(runner.Config{Poll: 50 * time.Millisecond}, runner.Deps{Store: st, Clock: clock.Real{}, Logger: log})
+	web, err := ui.New(ui.Config{PublicURL: ts.URL}, ui.Deps{Store: st, Blobs: blobs, Logger: log, Datasets: datasets})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv, err := api.New(api.Config{PublicURL: ts.URL}, api.Deps{Store: st, Logger: log, Metrics: metrics, Blobs: blobs,
-		Rollouts: svc, Gateway: gw, UI: web})
+		Rollouts: svc, Gateway: gw, UI: web, Datasets: datasets, Promotions: promotions})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,6 +122,8 @@ func newServer(t *testing.T) *server {
 	}
 	var jobs sync.WaitGroup
 	jobs.Go(func() { svc.Run(ctx) })
+	jobs.Go(func() { datasets.Run(ctx, "ui-test", 50*time.Millisecond, time.Minute) })
+	jobs.Go(func() { promotions.Run(ctx, "ui-test", 50*time.Millisecond) })
 	t.Cleanup(func() {
 		ts.Close()
 		cancel()

@@ -41,26 +41,30 @@ func parsePages() (map[string]*template.Template, error) {
 }
 
 var funcs = template.FuncMap{
-	"when":        when,
-	"pct":         func(v float64) string { return strconv.FormatFloat(v*100, 'f', 1, 64) + "%" },
-	"ratio":       ratio,
-	"num":         func(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) },
-	"short":       short,
-	"stateClass":  stateClass,
-	"deref":       deref,
-	"prettyJSON":  prettyJSON,
-	"hasJSON":     func(b json.RawMessage) bool { t := bytes.TrimSpace(b); return len(t) > 0 && string(t) != "null" },
-	"link":        link,
-	"list":        func(s ...string) []string { return s },
-	"exclusionOf": exclusionOf,
-	"inc":         func(i int) int { return i + 1 },
-	"runPath":     runPath,
-	"cellText":    cellText,
-	"cellClass":   cellClass,
-	"signedPct":   signedPct,
-	"bytesText":   bytesText,
-	"sourceClass": sourceClass,
-	"trimmed":     trimmed,
+	"when":          when,
+	"pct":           pct,
+	"lo":            func(i *[2]float64) *float64 { return &i[0] },
+	"hi":            func(i *[2]float64) *float64 { return &i[1] },
+	"ratio":         ratio,
+	"num":           func(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) },
+	"short":         short,
+	"stateClass":    stateClass,
+	"deref":         deref,
+	"prettyJSON":    prettyJSON,
+	"hasJSON":       func(b json.RawMessage) bool { t := bytes.TrimSpace(b); return len(t) > 0 && string(t) != "null" },
+	"link":          link,
+	"list":          func(s ...string) []string { return s },
+	"exclusionOf":   exclusionOf,
+	"inc":           func(i int) int { return i + 1 },
+	"runPath":       runPath,
+	"cellText":      cellText,
+	"cellClass":     cellClass,
+	"signedPct":     signedPct,
+	"bytesText":     bytesText,
+	"size":          func(n any) string { v, _ := deref(n).(int64); return bytesText(int(v)) },
+	"reasonMeaning": promotionReasonMeaning,
+	"sourceClass":   sourceClass,
+	"trimmed":       trimmed,
 	"ms": func(d time.Duration) string {
 		return strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 1, 64) + " ms"
 	},
@@ -78,6 +82,16 @@ func when(v any) string {
 		return t.UTC().Format("2006-01-02 15:04:05 UTC")
 	}
 	return "—"
+}
+
+// pct formats a rate (a float64 or a *float64; nil is a dash) as a
+// percentage.
+func pct(v any) string {
+	f, ok := deref(v).(float64)
+	if !ok {
+		return "—"
+	}
+	return strconv.FormatFloat(f*100, 'f', 1, 64) + "%"
 }
 
 // ratio formats n/d as a percentage, or a dash when d is 0.

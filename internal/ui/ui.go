@@ -45,19 +45,24 @@ type Deps struct {
 	Logger *slog.Logger
 	// Clock dates pages; nil is the wall clock.
 	Clock clock.Clock
+	// Datasets builds the datasets the UI creates; nil leaves them to
+	// whichever process runs a builder.
+	Datasets DatasetBuilder
 }
 
 // UI is the web UI's HTTP handler for every path under Prefix.
 type UI struct {
-	cfg    Config
-	store  store.Store
-	blobs  gateway.BlobReader
-	log    *slog.Logger
-	clock  clock.Clock
-	secure bool
-	pages  map[string]*template.Template
-	static http.Handler
-	mux    *http.ServeMux
+	cfg   Config
+	store store.Store
+	blobs gateway.BlobReader
+	// builder builds created datasets; nil leaves them to a builder.
+	builder DatasetBuilder
+	log     *slog.Logger
+	clock   clock.Clock
+	secure  bool
+	pages   map[string]*template.Template
+	static  http.Handler
+	mux     *http.ServeMux
 	// trajectories keeps the last parsed trajectories for the viewer's
 	// pages of steps.
 	trajectories *trajectoryCache
@@ -105,7 +110,7 @@ func New(cfg Config, d Deps) (*UI, error) {
 		return nil, err
 	}
 	u := &UI{
-		cfg: cfg, store: d.Store, blobs: d.Blobs, log: d.Logger, clock: d.Clock,
+		cfg: cfg, store: d.Store, blobs: d.Blobs, builder: d.Datasets, log: d.Logger, clock: d.Clock,
 		secure: secure, pages: pages,
 		static: http.StripPrefix(Prefix+"static/", http.FileServerFS(sub)),
 		mux:    http.NewServeMux(),
@@ -136,6 +141,18 @@ func (u *UI) routes() {
 	u.mux.Handle("GET /ui/experiments/{id}/runs/{case}/{rep}/trajectory", u.page(u.runTrajectory))
 	u.mux.Handle("GET /ui/compare", u.page(u.compare))
 	u.mux.Handle("GET /ui/turns", u.page(u.turns))
+	u.mux.Handle("GET /ui/datasets", u.page(u.datasets))
+	u.mux.Handle("POST /ui/datasets", u.form(u.createDataset))
+	u.mux.Handle("GET /ui/datasets/{id}", u.page(u.dataset))
+	u.mux.Handle("GET /ui/datasets/{id}/live", u.page(u.datasetLivePart))
+	u.mux.Handle("GET /ui/datasets/{id}/file", u.page(u.datasetFile))
+	u.mux.Handle("GET /ui/datasets/{id}/manifest", u.page(u.datasetManifest))
+	u.mux.Handle("GET /ui/policies", u.page(u.policies))
+	u.mux.Handle("GET /ui/policies/{name}", u.page(u.policy))
+	u.mux.Handle("GET /ui/promotions", u.page(u.promotions))
+	u.mux.Handle("GET /ui/promotions/{id}", u.page(u.promotionPage))
+	u.mux.Handle("GET /ui/agents/{agent}", u.page(u.agentPolicy))
+	u.mux.Handle("POST /ui/agents/{agent}/rollback", u.form(u.rollback))
 	u.mux.Handle("/ui/", u.public(func(w http.ResponseWriter, r *http.Request) error {
 		return errPageNotFound
 	}))

@@ -147,6 +147,10 @@ func measure(ctx context.Context, w io.Writer, dir string, rollouts, runs, reque
 		"/ui/experiments/" + exps.B + "/runs/" + exps.BigRun + "/2",
 		"/ui/turns",
 		"/ui/turns?conversation=conv-7",
+		"/ui/datasets",
+		"/ui/policies",
+		"/ui/promotions",
+		"/ui/agents/" + seed.Agent,
 	}
 	fmt.Fprintf(w, "%-60s %10s %10s %10s %10s\n", pageHeader(n, runs), "p50 ms", "p95 ms", "max ms", "CPU ms")
 	for _, p := range pages {

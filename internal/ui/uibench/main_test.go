@@ -12,7 +12,7 @@ func TestEveryMeasuredPageAnswersOnASeededStore(t *testing.T) {
 	if err := measure(t.Context(), &out, "", 4, 20, 2); err != nil {
 		t.Fatal(err)
 	}
-	for _, page := range []string{"/ui/ ", "/ui/batches ", "/ui/rollouts/", "/ui/experiments ", "/ui/compare", "/ui/turns "} {
+	for _, page := range []string{"/ui/ ", "/ui/batches ", "/ui/rollouts/", "/ui/experiments ", "/ui/compare", "/ui/turns ", "/ui/datasets ", "/ui/policies ", "/ui/promotions ", "/ui/agents/"} {
 		if !strings.Contains(out.String(), page) {
 			t.Errorf("no line for %s in:\n%s", page, out.String())
 		}
