@@ -16,6 +16,7 @@ import (
 	"github.com/gyrehq/gyre/atif"
 	"github.com/gyrehq/gyre/internal/dataset"
 	"github.com/gyrehq/gyre/internal/dataset/build"
+	"github.com/gyrehq/gyre/internal/gateway"
 )
 
 // exported is one dataset of each format built from the agent's rollouts:
@@ -364,6 +365,91 @@ func TestDownstream_MessagesTrafficExportsAsChatAndRLKeepsItsNativeTurns(t *test
 		}
 		if got := decodeError(t, h.trajectory(b.RolloutID, http.StatusConflict)); !strings.Contains(got.Error.Message, "protocol_item_not_exportable:thinking") {
 			t.Errorf("b's trajectory: %+v", got)
+		}
+	})
+}
+
+// emittedVerdicts regrades a rollout with graders reading the calls the
+// gateway saw the model emit, and returns the verdicts' pass and reason.
+func (h *harness) emittedVerdicts(id, graders string) []string {
+	h.t.Helper()
+	r := h.mustJSON(http.MethodPost, "/api/v1/rollouts/"+id+"/regrade", h.admin, `{"graders":`+graders+`}`, http.StatusOK)
+	var v struct {
+		Verdicts []struct {
+			Pass   *bool  `json:"pass"`
+			Reason string `json:"reason"`
+		} `json:"verdicts"`
+	}
+	if err := json.Unmarshal(r.body, &v); err != nil {
+		h.t.Fatal(err)
+	}
+	var out []string
+	for _, vd := range v.Verdicts {
+		p := "null"
+		if vd.Pass != nil {
+			p = fmt.Sprint(*vd.Pass)
+		}
+		out = append(out, p+" "+vd.Reason)
+	}
+	return out
+}
+
+// TestDownstream_EmittedGradersReadTheConvertedTraffic: graders with
+// source: emitted read the tool calls the model emitted in Responses and
+// Messages answers, converted to chat (a tool the model never called is
+// not called); a rollout whose traffic has no chat form leaves the list
+// unknown, and they abstain, never fail.
+func TestDownstream_EmittedGradersReadTheConvertedTraffic(t *testing.T) {
+	t.Parallel()
+	forEachEngine(t, func(t *testing.T, eng engine) {
+		h, ant := messagesHarness(t, eng, harnessOpts{stubProtocols: []gateway.Protocol{gateway.ProtocolChat, gateway.ProtocolResponses}})
+		ctx := context.Background()
+		// A Messages tool loop.
+		m := h.rollout(`,"policy":"pm"`)
+		id := toolLoop(t, h.anthropicClient(m))
+		h.submit(m, `{"final_text":"refund: sunny","llm_call_count":2,"tool_calls":[{"name":"weather","outcome":"ok","status_code":200,"tool_call_id":"`+id+`"}]}`)
+		// A Messages answer with a thinking block and a tool call.
+		ant.set(func(w http.ResponseWriter, r *http.Request, body []byte) {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"id":"msg_t","type":"message","role":"assistant","model":"claude-served","content":[{"type":"thinking","thinking":"hm","signature":"s"},
+				{"type":"tool_use","id":"toolu_t","name":"weather","input":{}}],"stop_reason":"tool_use","stop_sequence":null,"usage":%s}`, anthropicUsage)
+		})
+		th := h.rollout(`,"policy":"pm"`)
+		clt := h.anthropicClient(th)
+		if _, err := clt.Messages.New(ctx, anthropic.MessageNewParams{Model: "c", MaxTokens: 8,
+			Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))}}); err != nil {
+			t.Fatal(err)
+		}
+		h.submit(th, `{"final_text":"refund","llm_call_count":1,"tool_calls":[]}`)
+		// A Responses tool loop on the stub upstream that speaks it.
+		stub := &responsesStub{text: "refund issued"}
+		h.mustJSON(http.MethodPost, "/api/v1/policies", h.admin, `{"name":"pr2","upstream":"stub","model":"served-model"}`, http.StatusCreated)
+		h.up.set(stub.serve)
+		r := h.rollout(`,"policy":"pr2"`)
+		cl := h.client(r)
+		user := responses.ResponseInputItemParamOfMessage("refund order 7", responses.EasyInputMessageRoleUser)
+		_, err := cl.Responses.New(ctx, responses.ResponseNewParams{Model: "m",
+			Input: responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{user}}, Tools: []responses.ToolUnionParam{lookupTool()}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.submit(r, `{"final_text":"refund","llm_call_count":1,"tool_calls":[]}`)
+		for _, x := range []string{m.RolloutID, th.RolloutID, r.RolloutID} {
+			h.settle(x)
+		}
+
+		const graders = `[{"tool_called":{"name":"%s","source":"emitted"}},{"tool_not_called":{"name":"refund","source":"emitted"}}]`
+		for _, tc := range []struct {
+			name, id, tool string
+			want           []string
+		}{
+			{"messages", m.RolloutID, "weather", []string{"true weather called 1 time(s)", "true refund called 0 time(s)"}},
+			{"responses", r.RolloutID, "lookup_order", []string{"true lookup_order called 1 time(s)", "true refund called 0 time(s)"}},
+			{"no chat form", th.RolloutID, "weather", []string{"null emitted_tool_calls_not_reported", "null emitted_tool_calls_not_reported"}},
+		} {
+			if got := h.emittedVerdicts(tc.id, fmt.Sprintf(graders, tc.tool)); !slices.Equal(got, tc.want) {
+				t.Errorf("%s: verdicts %q, want %q", tc.name, got, tc.want)
+			}
 		}
 	})
 }
