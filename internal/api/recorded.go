@@ -268,12 +268,6 @@ func (s *Server) trajectoryOf(ctx context.Context, ro store.Rollout) ([]byte, er
 		if c.RequestBlob == nil || c.ResponseBlob == nil {
 			return nil, gyre.Errorf(gyre.CodeConflict, "rollout %s has no trajectory: the bodies of its completion %d were not captured", ro.ID, c.Seq)
 		}
-		if p := callProtocol(c.Protocol); p != string(gateway.ProtocolChat) {
-			// Trajectories are built from chat bodies; another protocol's
-			// would come out wrong, never silently.
-			return nil, gyre.Errorf(gyre.CodeConflict, "rollout %s has no trajectory: its completion %d was made on the %s protocol, which trajectories do not convert",
-				ro.ID, c.Seq, p)
-		}
 		if s.blobs == nil {
 			return nil, errNoBodies
 		}
@@ -284,7 +278,18 @@ func (s *Server) trajectoryOf(ctx context.Context, ro store.Rollout) ([]byte, er
 		if err != nil {
 			return nil, fmt.Errorf("completion %d: %w", c.Seq, err)
 		}
-		recs = append(recs, gateway.ATIFRecord(c, bodies))
+		// Trajectories are built from chat bodies: a Responses or Messages
+		// call is converted where that is lossless, and a rollout with an
+		// item chat cannot carry has none, never a wrong one.
+		chat, err := gateway.ChatBodies(callProtocol(c.Protocol), bodies)
+		if ne := (*gateway.NotExportableError)(nil); errors.As(err, &ne) {
+			return nil, gyre.Errorf(gyre.CodeConflict, "rollout %s has no trajectory: its completion %d (%s protocol) holds an item with no chat form (%s)",
+				ro.ID, c.Seq, callProtocol(c.Protocol), ne.Reason())
+		}
+		if err != nil {
+			return nil, fmt.Errorf("completion %d: %w", c.Seq, err)
+		}
+		recs = append(recs, gateway.ATIFRecord(c, chat))
 	}
 	if len(recs) == 0 {
 		return nil, gyre.Errorf(gyre.CodeConflict, "rollout %s has no trajectory yet: no counted completion is recorded", ro.ID)

@@ -129,7 +129,7 @@ func (a *app) serve(ctx context.Context, c Config) error {
 			mln.Close()
 		}
 	}
-	grader, err := newServeGrader(st, c, log)
+	grader, err := newServeGrader(st, blobs, c, log)
 	if err != nil {
 		closeListeners()
 		return err
@@ -296,14 +296,14 @@ const servePromotionEvery = time.Second
 // operator's upstreams and record each call as a grading call; command
 // graders run only when gyre.yaml graders.command.allow lists their
 // executable for the tenant, checked again at every run.
-func newServeGrader(st store.Store, c Config, log *slog.Logger) (*rollout.Grader, error) {
+func newServeGrader(st store.Store, blobs gateway.BlobReader, c Config, log *slog.Logger) (*rollout.Grader, error) {
 	judge, err := gateway.NewJudge(gateway.JudgeConfig{Upstreams: c.GatewayUpstreams(), DefaultPolicy: c.DefaultPolicy, Timeout: serveJudgeTimeout},
 		gateway.JudgeDeps{Policy: gateway.StorePolicies(st), Record: st.RecordGradingCall, Clock: clock.Real{}, Logger: log})
 	if err != nil {
 		return nil, err
 	}
 	allow := c.CommandAllow
-	return rollout.NewGrader(st, rollout.GraderDeps{Logger: log, Env: grade.Env{
+	return rollout.NewGrader(st, rollout.GraderDeps{Logger: log, Blobs: blobs, Env: grade.Env{
 		Logger: log,
 		Judge:  judge,
 		AllowCommand: func(s grade.Subject, argv []string) bool {

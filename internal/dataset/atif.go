@@ -17,6 +17,9 @@ import (
 // under format_invalid:atif and not written.
 func WriteATIF(w io.Writer, sel Selection, rollouts iter.Seq2[*Rollout, error]) (Manifest, error) {
 	return perRollout(w, sel, rollouts, func(r *Rollout, _ *tally) ([][]byte, string) {
+		if r.NoChatForm != "" {
+			return nil, r.NoChatForm
+		}
 		doc, err := atifDocument(r)
 		if err != nil {
 			return nil, ReasonFormatInvalid + RuleATIF

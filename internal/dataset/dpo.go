@@ -138,6 +138,9 @@ func newCandidate(c *canon, r *Rollout) (*candidate, string) {
 	if len(r.Completions) == 0 {
 		return nil, grade.NotGradeNoCompletions
 	}
+	if r.NoChatForm != "" {
+		return nil, r.NoChatForm
+	}
 	c.reset()
 	last, err := c.turn(&r.Completions[len(r.Completions)-1])
 	c.reset()

@@ -114,7 +114,7 @@ const weatherTools = `[{"type":"function","function":{"name":"get_weather","desc
 func comp(seq int, resp string, msgs ...string) dataset.Completion {
 	return dataset.Completion{
 		Seq:          seq,
-		Protocol:     "chat.completions",
+		Protocol:     "chat",
 		Model:        "m-1",
 		Request:      dataset.Request{Messages: raws(msgs...), Tools: json.RawMessage(weatherTools), Rest: json.RawMessage(`{"model":"m-1","parallel_tool_calls":false,"temperature":0.7}`)},
 		Response:     json.RawMessage(reply(resp)),

@@ -17,8 +17,10 @@ import (
 //	 "prompt_token_ids"?, "completion_token_ids"?, "logprobs"?}…],
 //	 "reward", "reward_components", "verdicts", "server_fingerprint", "agent_fingerprint"}
 //
-// A turn is one counted completion: its request messages and response
-// message as recorded (canonical JSON), tools and sampling null when
+// A turn is one counted completion in the protocol it was made on
+// ("protocol": chat, responses or messages): its request messages and
+// response message as recorded (canonical JSON) — for Responses and
+// Messages their native items and answer (see Native) — tools and sampling null when
 // absent, token ids and logprobs only when captured. policy and the
 // fingerprints are null when unknown. min_reward does not apply. The
 // manifest counts rows with a turn lacking prompt or completion token ids
@@ -100,15 +102,21 @@ func rlRow(c *canon, r *Rollout) ([]byte, bool, error) {
 			CompletionTokenIDs: comp.CompletionTokenIDs,
 			Logprobs:           comp.Logprobs,
 		}
-		for j, m := range comp.Request.Messages {
+		msgs, tools, resp := comp.Request.Messages, comp.Request.Tools, comp.Response
+		if comp.Native != nil {
+			// Each turn keeps its own protocol's shape (SPEC §9).
+			msgs, tools, resp = comp.Native.Items, comp.Native.Tools, comp.Native.Response
+			tn.RequestMessages = make([]json.RawMessage, len(msgs))
+		}
+		for j, m := range msgs {
 			if tn.RequestMessages[j], err = c.value(m); err != nil {
 				return nil, false, err
 			}
 		}
-		if tn.Tools, err = optional(c, comp.Request.Tools); err != nil {
+		if tn.Tools, err = optional(c, tools); err != nil {
 			return nil, false, err
 		}
-		if tn.ResponseMessage, err = optional(c, comp.Response); err != nil {
+		if tn.ResponseMessage, err = optional(c, resp); err != nil {
 			return nil, false, err
 		}
 		if tn.Sampling, err = optional(c, comp.Sampling); err != nil {

@@ -39,6 +39,11 @@ type Rollout struct {
 	// rollout's recorded traffic (say, "bodies_missing" when a blob was
 	// deleted); the rollout is counted under it and not exported.
 	Unavailable string
+	// NoChatForm, when set, is why the rollout's traffic has no chat form
+	// (protocol_item_not_exportable:<type>, SPEC §6.1): a Responses or
+	// Messages item that chat cannot carry. The chat formats (sft, dpo,
+	// atif) count the rollout under it; rl keeps its native turns.
+	NoChatForm string
 	// ServerFingerprint and AgentFingerprint are stored side by side and
 	// never merged (SPEC §6.3); nil when unknown.
 	ServerFingerprint json.RawMessage
@@ -57,15 +62,20 @@ type Rollout struct {
 type Completion struct {
 	// Seq is the completion's sequence number within the rollout.
 	Seq int
-	// Protocol is the wire protocol, e.g. "chat.completions".
+	// Protocol is the wire protocol the call was made on: chat,
+	// responses or messages.
 	Protocol string
 	// Model is the model the completion ran on.
 	Model string
-	// Request is what the agent sent.
+	// Request is what the agent sent, in chat form (a Responses or
+	// Messages call converted; empty when the rollout has NoChatForm).
 	Request Request
 	// Response is the response's assistant message (its first choice's
-	// "message"), as recorded.
+	// "message"), as recorded or converted.
 	Response json.RawMessage
+	// Native is a Responses or Messages call in its own protocol's terms,
+	// which rl rows keep; nil for chat.
+	Native *Native
 	// FinishReason is the first choice's finish_reason, "" when none.
 	FinishReason string
 	// Usage is the recorded usage object, nil when none.
@@ -81,6 +91,17 @@ type Completion struct {
 	// ReceivedAt and DoneAt are the gateway's timings.
 	ReceivedAt time.Time
 	DoneAt     time.Time
+}
+
+// Native is a turn in its own protocol's terms (gateway.NativeTurn).
+type Native struct {
+	// Items are the prompt's items (Responses) or messages (Messages),
+	// the instructions or system prompt first as a system entry.
+	Items []json.RawMessage
+	// Tools is the request's tools array as sent, nil when absent.
+	Tools json.RawMessage
+	// Response is Responses' output item array or Messages' message.
+	Response json.RawMessage
 }
 
 // Request is a chat request split the way the gateway stores it: its

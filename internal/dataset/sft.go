@@ -30,6 +30,9 @@ func (s *sftWriter) rows(r *Rollout, _ *tally) ([][]byte, string) {
 	if rw := r.Reward(); rw == nil || *rw < s.min {
 		return nil, ReasonBelowMinReward
 	}
+	if r.NoChatForm != "" {
+		return nil, r.NoChatForm
+	}
 	s.c.reset()
 	defer s.c.reset()
 	turns := make([]turn, len(r.Completions))

@@ -339,7 +339,7 @@ func newHarness(t *testing.T, eng engine, o harnessOpts) *harness {
 	}
 	h.ts.Start()
 	t.Cleanup(h.ts.Close)
-	h.svc, err = rollout.New(rollout.Config{PublicURL: h.ts.URL}, rollout.Deps{Store: h.st, Clock: clk, Logger: log})
+	h.svc, err = rollout.New(rollout.Config{PublicURL: h.ts.URL}, rollout.Deps{Store: h.st, Clock: clk, Logger: log, Blobs: h.blobs})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,6 +32,10 @@ type CallBodies struct {
 	// chat.completion object. An answer that is not JSON (an upstream's
 	// error page) is a JSON string of its text.
 	Response json.RawMessage
+	// Resolved are, for a Responses request with a previous_response_id,
+	// the canonical items that id stood for in the rollout (earlier
+	// calls' input and output, SPEC §6.1); nil otherwise.
+	Resolved []json.RawMessage
 }
 
 // NotForwarded reports whether a call recorded with reason was refused
@@ -72,6 +76,16 @@ func (r *BodyReader) Read(ctx context.Context, c store.GatewayRecord) (CallBodie
 		}
 		if !NotForwarded(c.Reason) {
 			out.Forwarded = fwd
+		}
+		if len(doc.Resolved) > 0 {
+			items, err := r.messageBlobs(ctx, doc.Resolved)
+			if err != nil {
+				return out, err
+			}
+			out.Resolved = make([]json.RawMessage, len(items))
+			for i, it := range items {
+				out.Resolved[i] = it
+			}
 		}
 	}
 	if c.ResponseBlob != nil {
@@ -236,6 +250,19 @@ func ATIFRecord(c store.GatewayCall, b CallBodies) atif.GatewayRecord {
 	}
 	if c.DoneAt != nil {
 		r.DoneAt = *c.DoneAt
+	}
+	if p := Protocol(c.Protocol); p != "" && p != ProtocolChat {
+		// Another protocol's usage names its token kinds its own way;
+		// input counts cached (and cache-written) tokens, as chat's
+		// prompt_tokens does.
+		if spec := specFor(p); spec != nil {
+			if t, ok := spec.tokens(c.Usage); ok {
+				in, cached, out := int(t.input), int(t.cached), int(t.output)
+				r.Usage.PromptTokens, r.Usage.CachedTokens, r.Usage.CompletionTokens = &in, &cached, &out
+			}
+		}
+		r.Usage.CostUSD = c.CostUSD
+		return r
 	}
 	var u struct {
 		PromptTokens        *int `json:"prompt_tokens"`

@@ -21,6 +21,9 @@ type GraderDeps struct {
 	// Env is passed to every grader (judge, command allow-list), with
 	// each rollout as its Subject (see Grader.EnvFor).
 	Env grade.Env
+	// Blobs reads the gateway's recorded bodies, from which the graded
+	// item's emitted_tool_calls come; nil leaves them unknown (null).
+	Blobs gateway.BlobReader
 }
 
 // Grader grades accepted outputs from the store's durable job queue, so a
@@ -31,6 +34,7 @@ type Grader struct {
 	store store.Store
 	log   *slog.Logger
 	env   grade.Env
+	blobs gateway.BlobReader
 	wake  store.JobWaker
 	// batch is how many jobs a round claims under one lease.
 	batch int
@@ -57,7 +61,7 @@ func NewGrader(st store.Store, d GraderDeps) *Grader {
 	if d.Env.Judge != nil {
 		batch = gradeBatchJudge
 	}
-	return &Grader{store: st, log: d.Logger, env: d.Env, wake: store.NewJobWaker(), batch: batch}
+	return &Grader{store: st, log: d.Logger, env: d.Env, blobs: d.Blobs, wake: store.NewJobWaker(), batch: batch}
 }
 
 // Wake makes the grader look for due jobs now.
@@ -160,7 +164,7 @@ func (g *Grader) GradeRollout(ctx context.Context, rolloutID string) error {
 	if err := json.Unmarshal(r.Output, &out); err != nil {
 		return fmt.Errorf("stored output: %w", err)
 	}
-	item, err := gradedItem(in, out)
+	item, err := g.gradedItem(ctx, in, out)
 	if err != nil {
 		return err
 	}
@@ -344,6 +348,19 @@ func Reconcile(reported flywheel.Optional[int], counted int) (string, *string) {
 		reason := fmt.Sprintf("agent reported %d completions, gateway counted %d", n, counted)
 		return "off_policy", &reason
 	}
+}
+
+// gradedItem builds the graded item of a rollout with the tool calls the
+// gateway saw the model emit.
+func (g *Grader) gradedItem(ctx context.Context, in store.GradingInput, out flywheel.RolloutOutput) (*grade.Item, error) {
+	item, err := gradedItem(in, out)
+	if err != nil {
+		return nil, err
+	}
+	if item.EmittedToolCalls, err = g.emittedToolCalls(ctx, in.Rollout); err != nil {
+		return nil, fmt.Errorf("emitted tool calls: %w", err)
+	}
+	return item, nil
 }
 
 // gradedItem builds the gyre.graded-item/1 of a rollout. The advisory

@@ -64,7 +64,7 @@ func (g *Grader) RegradeRollout(ctx context.Context, tenantID, rolloutID string,
 	if err := json.Unmarshal(in.Rollout.Output, &out); err != nil {
 		return Regraded{}, fmt.Errorf("stored output: %w", err)
 	}
-	item, err := gradedItem(in, out)
+	item, err := g.gradedItem(ctx, in, out)
 	if err != nil {
 		return Regraded{}, err
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gyrehq/gyre/internal/clock"
+	"github.com/gyrehq/gyre/internal/gateway"
 	"github.com/gyrehq/gyre/internal/store"
 )
 
@@ -127,8 +128,11 @@ type Deps struct {
 	Clock  clock.Clock
 	Logger *slog.Logger
 	// Grader grades accepted outputs; nil builds one with no judge and no
-	// command graders allowed.
+	// command graders allowed, reading emitted tool calls from Blobs.
 	Grader *Grader
+	// Blobs reads the gateway's recorded bodies for the Grader built when
+	// Grader is nil; nil leaves emitted tool calls unknown.
+	Blobs gateway.BlobReader
 	// Waiting, when set, is called each time a claim starts waiting: a
 	// long-poll that found no work, or a claim waiting for the running
 	// claim with its Idempotency-Key. It must not block. Tests use it to
@@ -170,7 +174,7 @@ func New(cfg Config, d Deps) (*Service, error) {
 	s.sameKey.waiting = s.waiting
 	s.grader = d.Grader
 	if s.grader == nil {
-		s.grader = NewGrader(d.Store, GraderDeps{Logger: d.Logger})
+		s.grader = NewGrader(d.Store, GraderDeps{Logger: d.Logger, Blobs: d.Blobs})
 	}
 	return s, nil
 }

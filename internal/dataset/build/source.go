@@ -258,7 +258,7 @@ func (s *source) rollout(m store.DatasetMember) (*dataset.Rollout, error) {
 		if err != nil {
 			return nil, fmt.Errorf("rollout %s: completion %d: %w", m.RolloutID, c.Seq, err)
 		}
-		comp, err := completion(c, bodies)
+		comp, err := completion(c, bodies, r)
 		if err != nil {
 			return nil, fmt.Errorf("rollout %s: completion %d: %w", m.RolloutID, c.Seq, err)
 		}
@@ -300,14 +300,40 @@ func hasFingerprintName(fp json.RawMessage) bool {
 }
 
 // completion splits a recorded call's bodies the way the writers read
-// them.
-func completion(c store.GatewayCall, b gateway.CallBodies) (dataset.Completion, error) {
-	out := dataset.Completion{Seq: c.Seq, Protocol: "chat.completions", Usage: c.Usage, ReceivedAt: c.ReceivedAt}
+// them. A Responses or Messages call keeps its native turn for rl and is
+// converted to chat for the other formats; one that has no chat form
+// sets r.NoChatForm instead (SPEC §6.1).
+func completion(c store.GatewayCall, b gateway.CallBodies, r *dataset.Rollout) (dataset.Completion, error) {
+	out := dataset.Completion{Seq: c.Seq, Protocol: c.Protocol, Usage: c.Usage, ReceivedAt: c.ReceivedAt}
+	if out.Protocol == "" {
+		out.Protocol = string(gateway.ProtocolChat)
+	}
 	if c.Model != nil {
 		out.Model = *c.Model
 	}
 	if c.DoneAt != nil {
 		out.DoneAt = *c.DoneAt
+	}
+	if out.Protocol != string(gateway.ProtocolChat) {
+		native, err := gateway.Native(out.Protocol, b)
+		if err != nil {
+			return out, err
+		}
+		out.Native = &dataset.Native{Items: native.Items, Tools: native.Tools, Response: native.Response}
+		out.Sampling = sampling(c.Fingerprint)
+		if r.NoChatForm != "" {
+			return out, nil
+		}
+		chat, err := gateway.ChatBodies(out.Protocol, b)
+		var ne *gateway.NotExportableError
+		if errors.As(err, &ne) {
+			r.NoChatForm = ne.Reason()
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		b = chat
 	}
 	var req map[string]json.RawMessage
 	if err := json.Unmarshal(b.Request, &req); err != nil {
@@ -359,13 +385,21 @@ func completion(c store.GatewayCall, b gateway.CallBodies) (dataset.Completion, 
 			out.Logprobs[i] = lp.Logprob
 		}
 	}
-	if len(c.Fingerprint) > 0 {
-		var fp struct {
-			Sampling json.RawMessage `json:"sampling"`
-		}
-		if err := json.Unmarshal(c.Fingerprint, &fp); err == nil && len(fp.Sampling) > 0 && string(fp.Sampling) != "null" {
-			out.Sampling = fp.Sampling
-		}
-	}
+	out.Sampling = sampling(c.Fingerprint)
 	return out, nil
+}
+
+// sampling is the sampling params a call's fingerprint records, nil when
+// none.
+func sampling(fingerprint json.RawMessage) json.RawMessage {
+	if len(fingerprint) == 0 {
+		return nil
+	}
+	var fp struct {
+		Sampling json.RawMessage `json:"sampling"`
+	}
+	if err := json.Unmarshal(fingerprint, &fp); err == nil && len(fp.Sampling) > 0 && string(fp.Sampling) != "null" {
+		return fp.Sampling
+	}
+	return nil
 }
