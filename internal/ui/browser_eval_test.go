@@ -7,12 +7,15 @@ import (
 	"github.com/chromedp/chromedp"
 )
 
-// signInBrowser signs the tab in with key through the form.
+// signIn signs the tab in with key through the form. It waits for the
+// sign-out form, which only a signed-in page has: waiting for anything the
+// sign-in page also has would let the next navigation abort the form's
+// (net::ERR_ABORTED).
 func (tb *tab) signIn(key string) {
 	tb.t.Helper()
 	tb.do(chromedp.Navigate(tb.base.String()+"/ui/signin"), chromedp.WaitVisible(chromedp.CSS("#key")),
 		chromedp.SendKeys(chromedp.CSS("#key"), key), chromedp.Click(chromedp.CSS(`form button[type=submit]`)),
-		chromedp.WaitVisible(chromedp.CSS("main h1")))
+		chromedp.WaitReady(chromedp.CSS(`form.who`)))
 	tb.drain()
 }
 

@@ -16,14 +16,7 @@ func TestBrowserDatasetsAndPromotions(t *testing.T) {
 	s := newServer(t)
 	seed := s.seedWave2()
 	tb := newTab(t, s.ts.URL)
-	signIn := func(key string) {
-		t.Helper()
-		tb.do(chromedp.Navigate(s.ts.URL+"/ui/signin"), chromedp.WaitVisible(chromedp.CSS("#key")),
-			chromedp.SendKeys(chromedp.CSS("#key"), key), chromedp.Click(chromedp.CSS(`form button[type=submit]`)),
-			chromedp.WaitVisible(chromedp.CSS("main")))
-		tb.drain()
-	}
-	signIn(s.admin)
+	tb.signIn(s.admin)
 	pages := []struct{ name, path string }{
 		{"datasets-admin", "/ui/datasets"},
 		{"dataset-sft", "/ui/datasets/" + seed.Dataset},
@@ -88,7 +81,7 @@ func TestBrowserDatasetsAndPromotions(t *testing.T) {
 	key, _ := s.key("reader")
 	tb.do(chromedp.Navigate(s.ts.URL+"/ui/"), chromedp.WaitVisible(chromedp.CSS("main")))
 	tb.do(chromedp.Submit(chromedp.CSS(`form.who button`)), chromedp.WaitVisible(chromedp.CSS("#key")))
-	signIn(key)
+	tb.signIn(key)
 	for _, p := range []struct{ name, path string }{{"datasets-reader", "/ui/datasets"}, {"agent-policy-reader", "/ui/agents/support-bot"}} {
 		tb.visit(p.name, p.path)
 		if n := eval[int](tb, `document.querySelectorAll('main form[method=post]').length`); n != 0 {
