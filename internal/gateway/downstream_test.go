@@ -451,5 +451,19 @@ func TestDownstream_EmittedGradersReadTheConvertedTraffic(t *testing.T) {
 				t.Errorf("%s: verdicts %q, want %q", tc.name, got, tc.want)
 			}
 		}
+
+		// A recorded body that is gone leaves the list unknown: the graders
+		// abstain and the grading itself does not fail.
+		calls, err := h.st.GatewayCalls(ctx, h.tenant.ID, m.RolloutID)
+		if err != nil || len(calls) == 0 || calls[0].ResponseBlob == nil {
+			t.Fatalf("calls: %+v %v", calls, err)
+		}
+		if err := h.blobs.Delete(ctx, *calls[0].ResponseBlob); err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"null emitted_tool_calls_not_reported", "null emitted_tool_calls_not_reported"}
+		if got := h.emittedVerdicts(m.RolloutID, fmt.Sprintf(graders, "weather")); !slices.Equal(got, want) {
+			t.Errorf("body gone: verdicts %q, want %q", got, want)
+		}
 	})
 }

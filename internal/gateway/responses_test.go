@@ -94,8 +94,14 @@ func TestResponses_NonStreamingIsSwappedCountedPricedAndRebuilt(t *testing.T) {
 			it.Request["input"] != "refund order 7" {
 			t.Errorf("the request as the agent sent it: %+v", it)
 		}
-		// Trajectories are built from chat bodies: none for this rollout.
-		h.mustJSON(http.MethodGet, "/api/v1/rollouts/"+rr.RolloutID+"/trajectory", h.admin, "", http.StatusConflict)
+		// The trajectory is built from the call converted to chat: the
+		// instructions, the string input as the user's message, the answer.
+		traj := h.mustJSON(http.MethodGet, "/api/v1/rollouts/"+rr.RolloutID+"/trajectory", h.admin, "", http.StatusOK)
+		for _, want := range []string{`"source":"system","message":"You are terse."`, `"source":"user","message":"refund order 7"`, `"source":"agent"`} {
+			if !strings.Contains(string(traj.body), want) {
+				t.Errorf("trajectory lacks %s: %s", want, traj.body)
+			}
+		}
 		// The fingerprint renders the string input as the user message it
 		// stands for, with the instructions.
 		var fp gateway.CallFingerprint

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/gyrehq/gyre/internal/blobstore"
 	"github.com/gyrehq/gyre/internal/gateway"
 	"github.com/gyrehq/gyre/internal/grade"
 	"github.com/gyrehq/gyre/internal/store"
@@ -45,6 +46,12 @@ func (g *Grader) emittedToolCalls(ctx context.Context, r store.Rollout) ([]grade
 			return nil, nil
 		}
 		b, err := body.Read(ctx, c.GatewayRecord)
+		if errors.Is(err, blobstore.ErrNotFound) {
+			// A body that is gone (deleted, or written to a blob store this
+			// replica does not share) leaves the list unknown; it is not a
+			// reason to fail the grading.
+			return nil, nil
+		}
 		if err != nil {
 			return nil, fmt.Errorf("completion %d: %w", c.Seq, err)
 		}
