@@ -28,8 +28,10 @@ import (
 	"github.com/gyrehq/gyre/internal/dataset/build"
 	"github.com/gyrehq/gyre/internal/gateway"
 	"github.com/gyrehq/gyre/internal/grade"
+	"github.com/gyrehq/gyre/internal/harness"
 	"github.com/gyrehq/gyre/internal/promotion/runner"
 	"github.com/gyrehq/gyre/internal/rollout"
+	"github.com/gyrehq/gyre/internal/secret"
 	"github.com/gyrehq/gyre/internal/store"
 	"github.com/gyrehq/gyre/internal/store/storeopen"
 	"github.com/gyrehq/gyre/internal/telemetry"
@@ -107,12 +109,19 @@ func newServer(t *testing.T) *server {
 	}
 	datasets := build.New(st, blobs, log)
 	promotions := runner.New(runner.Config{Poll: 50 * time.Millisecond}, runner.Deps{Store: st, Clock: clock.Real{}, Logger: log})
-	web, err := ui.New(ui.Config{PublicURL: ts.URL}, ui.Deps{Store: st, Blobs: blobs, Logger: log, Datasets: datasets})
+	sealKey, err := secret.ParseKey(strings.Repeat("ab", 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Stand-in harnesses listen on loopback; a bad one answers within
+	// harnessCallTimeout's bound.
+	harnesses := harness.New(st, sealKey, harness.Config{AllowPrivate: true, CallTimeout: harnessCallTimeout})
+	web, err := ui.New(ui.Config{PublicURL: ts.URL}, ui.Deps{Store: st, Blobs: blobs, Logger: log, Datasets: datasets, Harnesses: harnesses})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv, err := api.New(api.Config{PublicURL: ts.URL}, api.Deps{Store: st, Logger: log, Metrics: metrics, Blobs: blobs,
-		Rollouts: svc, Gateway: gw, UI: web, Datasets: datasets, Promotions: promotions})
+		Rollouts: svc, Gateway: gw, UI: web, Datasets: datasets, Promotions: promotions, Harnesses: harnesses})
 	if err != nil {
 		t.Fatal(err)
 	}
