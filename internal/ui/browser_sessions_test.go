@@ -53,4 +53,19 @@ func TestBrowserSessions(t *testing.T) {
 	if body := eval[string](tb, `document.body.innerHTML`); strings.Contains(body, "k-secret-1") {
 		t.Errorf("a page shows the harness's API key")
 	}
+
+	// A rollout of Responses and Messages calls: its conversation shows
+	// the call with no chat form as a note and its native JSON, folded.
+	id := s.nativeRollout()
+	tb.do(chromedp.Navigate(s.ts.URL+"/ui/rollouts/"+id), chromedp.WaitVisible(chromedp.CSS("main")))
+	for range 100 {
+		if eval[int](tb, `document.querySelectorAll('.msg-native').length`) == 1 {
+			break
+		}
+		tb.do(chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS("main")))
+	}
+	tb.visit("rollout-native-calls", "/ui/rollouts/"+id)
+	if n := eval[int](tb, `document.querySelectorAll('.msg-native details pre').length`); n != 1 {
+		t.Errorf("the rollout page shows %d native calls, want 1", n)
+	}
 }
