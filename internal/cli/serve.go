@@ -175,11 +175,6 @@ func (a *app) serve(ctx context.Context, c Config) error {
 	datasets := build.New(st, blobs, log)
 	promotions := runner.New(runner.Config{}, runner.Deps{Store: st, Clock: clock.Real{}, Logger: log,
 		Failed: gw.Recorder().ForgetAll})
-	webUI, err := ui.New(ui.Config{PublicURL: c.publicURL(ln.Addr())}, ui.Deps{Store: st, Blobs: blobs, Logger: log, Clock: clock.Real{}, Datasets: datasets})
-	if err != nil {
-		closeListeners()
-		return err
-	}
 	var sealKey *secret.Key
 	if c.SecretKey != "" {
 		if sealKey, err = secret.ParseKey(c.SecretKey); err != nil {
@@ -191,6 +186,11 @@ func (a *app) serve(ctx context.Context, c Config) error {
 		log.Info("GYRE_SECRET_KEY is not set: harnesses with an API key cannot be registered")
 	}
 	harnesses := harness.New(st, sealKey, harness.Config{AllowPrivate: c.HarnessAllowPrivate})
+	webUI, err := ui.New(ui.Config{PublicURL: c.publicURL(ln.Addr())}, ui.Deps{Store: st, Blobs: blobs, Logger: log, Clock: clock.Real{}, Datasets: datasets, Harnesses: harnesses})
+	if err != nil {
+		closeListeners()
+		return err
+	}
 	srv, err := api.New(api.Config{
 		PublicURL:    c.publicURL(ln.Addr()),
 		MaxBodyBytes: c.MaxBodyBytes,

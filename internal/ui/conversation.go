@@ -3,6 +3,7 @@ package ui
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -26,6 +27,14 @@ type chatTurn struct {
 	ToolCalls  []chatToolCall
 	ToolCallID string
 	Name       string
+	// Protocol is the call's wire protocol (chat, responses, messages).
+	Protocol string
+	// NotExportable, set on a call's marker turn, is why the call has no
+	// chat form (protocol_item_not_exportable:<type>, or that its bodies
+	// could not be read as its protocol); Native is then its recorded
+	// request and answer as they were, pretty-printed.
+	NotExportable string
+	Native        string
 }
 
 type chatToolCall struct {
@@ -119,6 +128,21 @@ func (u *UI) conversation(r *http.Request, s session, calls []store.GatewayCall,
 		if err != nil {
 			return fmt.Errorf("call %d of %s: %w", c.Seq, d.R.ID, err)
 		}
+		protocol := c.Protocol
+		if protocol == "" {
+			protocol = string(gateway.ProtocolChat)
+		}
+		if protocol != string(gateway.ProtocolChat) && len(bodies.Request) > 0 {
+			chat, err := gateway.ChatBodies(protocol, bodies)
+			if err != nil {
+				// The call stays on the page as it was sent; the next
+				// call's history starts afresh after it.
+				d.Conversation = append(d.Conversation, notExportable(c.Seq, protocol, err, bodies))
+				prev = nil
+				continue
+			}
+			bodies = chat
+		}
 		var req struct {
 			Messages []chatMessage `json:"messages"`
 		}
@@ -131,6 +155,7 @@ func (u *UI) conversation(r *http.Request, s session, calls []store.GatewayCall,
 		keys := make([]string, len(req.Messages))
 		for i, m := range req.Messages {
 			turns[i] = turnOf(m, c.Seq, false)
+			turns[i].Protocol = protocol
 			keys[i] = turns[i].key()
 		}
 		start := 0
@@ -148,6 +173,7 @@ func (u *UI) conversation(r *http.Request, s session, calls []store.GatewayCall,
 		}
 		if len(bodies.Response) > 0 && json.Unmarshal(bodies.Response, &resp) == nil && len(resp.Choices) > 0 {
 			t := turnOf(resp.Choices[0].Message, c.Seq, true)
+			t.Protocol = protocol
 			if t.Role == "" {
 				t.Role = "assistant"
 			}
@@ -156,6 +182,37 @@ func (u *UI) conversation(r *http.Request, s session, calls []store.GatewayCall,
 		}
 	}
 	return nil
+}
+
+// maxNativeBytes bounds each recorded body a not-exportable call shows.
+const maxNativeBytes = 64 << 10
+
+// notExportable is the marker turn of a call with no chat form: why, and
+// its native request and answer.
+func notExportable(seq int, protocol string, err error, b gateway.CallBodies) chatTurn {
+	t := chatTurn{Call: seq, Protocol: protocol, Role: "call"}
+	var ne *gateway.NotExportableError
+	if errors.As(err, &ne) {
+		t.NotExportable = ne.Reason()
+	} else {
+		t.NotExportable = "its recorded bodies are not a well-formed " + protocol + " call"
+	}
+	native := func(raw json.RawMessage) string {
+		var buf bytes.Buffer
+		if json.Indent(&buf, raw, "", "  ") != nil {
+			buf.Reset()
+			buf.Write(raw)
+		}
+		if buf.Len() > maxNativeBytes {
+			return buf.String()[:maxNativeBytes] + "\n… " + bytesText(buf.Len()-maxNativeBytes) + " more not shown"
+		}
+		return buf.String()
+	}
+	t.Native = "request:\n" + native(b.Request)
+	if len(b.Response) > 0 {
+		t.Native += "\n\nresponse:\n" + native(b.Response)
+	}
+	return t
 }
 
 func equalKeys(a, b []string) bool {

@@ -28,8 +28,10 @@ import (
 	"github.com/gyrehq/gyre/internal/dataset/build"
 	"github.com/gyrehq/gyre/internal/gateway"
 	"github.com/gyrehq/gyre/internal/grade"
+	"github.com/gyrehq/gyre/internal/harness"
 	"github.com/gyrehq/gyre/internal/promotion/runner"
 	"github.com/gyrehq/gyre/internal/rollout"
+	"github.com/gyrehq/gyre/internal/secret"
 	"github.com/gyrehq/gyre/internal/store"
 	"github.com/gyrehq/gyre/internal/store/storeopen"
 	"github.com/gyrehq/gyre/internal/telemetry"
@@ -60,6 +62,20 @@ func upstream(t *testing.T) *httptest.Server {
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case strings.HasSuffix(r.URL.Path, "/responses"):
+			// A Responses answer: with a reasoning item (no chat form)
+			// when the input asks the model to think.
+			item := `{"type":"message","id":"msg_r","status":"completed","role":"assistant","content":[{"type":"output_text","text":"Responses answer: refund approved.","annotations":[]}]}`
+			if bytes.Contains(body, []byte("think")) {
+				item = `{"type":"reasoning","id":"rs_1","summary":[{"type":"summary_text","text":"weighing the refund"}]},` + item
+			}
+			fmt.Fprintf(w, `{"id":"resp_%d","object":"response","created_at":1700000000,"status":"completed","model":"served-model","output":[%s],"usage":{"input_tokens":11,"output_tokens":7,"total_tokens":18},"error":null,"incomplete_details":null}`, n.Add(1), item)
+			return
+		case strings.HasSuffix(r.URL.Path, "/messages"):
+			fmt.Fprint(w, `{"id":"msg_1","type":"message","role":"assistant","model":"served-model","content":[{"type":"text","text":"Messages answer: the parcel shipped."}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":11,"output_tokens":7}}`)
+			return
+		}
 		usage := `{"prompt_tokens":11,"completion_tokens":7,"total_tokens":18}`
 		if bytes.Contains(body, []byte(`"role":"tool"`)) {
 			fmt.Fprintf(w, `{"id":"c%d","object":"chat.completion","created":1700000000,"model":"served-model","choices":[{"index":0,"message":{"role":"assistant","content":"Your refund is approved."},"finish_reason":"stop"}],"usage":%s}`, n.Add(1), usage)
@@ -99,7 +115,8 @@ func newServer(t *testing.T) *server {
 	}
 	metrics := telemetry.NewMetrics()
 	gw, err := gateway.New(gateway.Config{
-		Upstreams:     []gateway.Upstream{{Name: "stub", BaseURL: up.URL + "/v1", AllowPrivate: true, APIKey: "upstream-key-0123456789"}},
+		Upstreams: []gateway.Upstream{{Name: "stub", BaseURL: up.URL + "/v1", AllowPrivate: true, APIKey: "upstream-key-0123456789",
+			Protocols: []gateway.Protocol{gateway.ProtocolChat, gateway.ProtocolResponses, gateway.ProtocolMessages}}},
 		FlushInterval: 20 * time.Millisecond,
 	}, gateway.Deps{Store: st, Blobs: blobs, Clock: clock.Real{}, Logger: log, Registerer: metrics.Registry})
 	if err != nil {
@@ -107,12 +124,19 @@ func newServer(t *testing.T) *server {
 	}
 	datasets := build.New(st, blobs, log)
 	promotions := runner.New(runner.Config{Poll: 50 * time.Millisecond}, runner.Deps{Store: st, Clock: clock.Real{}, Logger: log})
-	web, err := ui.New(ui.Config{PublicURL: ts.URL}, ui.Deps{Store: st, Blobs: blobs, Logger: log, Datasets: datasets})
+	sealKey, err := secret.ParseKey(strings.Repeat("ab", 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Stand-in harnesses listen on loopback; a bad one answers within
+	// harnessCallTimeout's bound.
+	harnesses := harness.New(st, sealKey, harness.Config{AllowPrivate: true, CallTimeout: harnessCallTimeout})
+	web, err := ui.New(ui.Config{PublicURL: ts.URL}, ui.Deps{Store: st, Blobs: blobs, Logger: log, Datasets: datasets, Harnesses: harnesses})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv, err := api.New(api.Config{PublicURL: ts.URL}, api.Deps{Store: st, Logger: log, Metrics: metrics, Blobs: blobs,
-		Rollouts: svc, Gateway: gw, UI: web, Datasets: datasets, Promotions: promotions})
+		Rollouts: svc, Gateway: gw, UI: web, Datasets: datasets, Promotions: promotions, Harnesses: harnesses})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,6 +44,9 @@ type trajectoryView struct {
 	Invalid []string
 	Size    int
 	Page    stepsPage
+	// Download is the link that serves the whole document; empty when
+	// the page has none.
+	Download string
 }
 
 // runOf reads the run record of the request's path.
@@ -138,7 +141,7 @@ func (u *UI) run(w http.ResponseWriter, r *http.Request, s session) error {
 		if page.Next > 0 {
 			page.MoreURL = d.Path + "/steps?from=" + strconv.Itoa(page.Next)
 		}
-		d.Trajectory = &trajectoryView{Head: headOf(p.T), Invalid: p.Invalid, Size: p.Size, Page: page}
+		d.Trajectory = &trajectoryView{Head: headOf(p.T), Invalid: p.Invalid, Size: p.Size, Page: page, Download: d.Path + "/trajectory"}
 	}
 	u.render(w, r, http.StatusOK, "run", view{Title: "Run " + run.CaseID + " #" + strconv.Itoa(run.Repetition), Nav: "experiments", Session: s, Data: d})
 	return nil

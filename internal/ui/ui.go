@@ -15,6 +15,7 @@ import (
 	"github.com/gyrehq/gyre"
 	"github.com/gyrehq/gyre/internal/clock"
 	"github.com/gyrehq/gyre/internal/gateway"
+	"github.com/gyrehq/gyre/internal/harness"
 	"github.com/gyrehq/gyre/internal/store"
 	"github.com/gyrehq/gyre/internal/telemetry"
 )
@@ -48,6 +49,9 @@ type Deps struct {
 	// Datasets builds the datasets the UI creates; nil leaves them to
 	// whichever process runs a builder.
 	Datasets DatasetBuilder
+	// Harnesses is the harness registry of the sessions browser; nil
+	// shows the harness pages as not configured.
+	Harnesses *harness.Registry
 }
 
 // UI is the web UI's HTTP handler for every path under Prefix.
@@ -57,12 +61,14 @@ type UI struct {
 	blobs gateway.BlobReader
 	// builder builds created datasets; nil leaves them to a builder.
 	builder DatasetBuilder
-	log     *slog.Logger
-	clock   clock.Clock
-	secure  bool
-	pages   map[string]*template.Template
-	static  http.Handler
-	mux     *http.ServeMux
+	// harnesses is the sessions browser's registry; nil when not wired.
+	harnesses *harness.Registry
+	log       *slog.Logger
+	clock     clock.Clock
+	secure    bool
+	pages     map[string]*template.Template
+	static    http.Handler
+	mux       *http.ServeMux
 	// trajectories keeps the last parsed trajectories for the viewer's
 	// pages of steps.
 	trajectories *trajectoryCache
@@ -110,7 +116,7 @@ func New(cfg Config, d Deps) (*UI, error) {
 		return nil, err
 	}
 	u := &UI{
-		cfg: cfg, store: d.Store, blobs: d.Blobs, builder: d.Datasets, log: d.Logger, clock: d.Clock,
+		cfg: cfg, store: d.Store, blobs: d.Blobs, builder: d.Datasets, harnesses: d.Harnesses, log: d.Logger, clock: d.Clock,
 		secure: secure, pages: pages,
 		static: http.StripPrefix(Prefix+"static/", http.FileServerFS(sub)),
 		mux:    http.NewServeMux(),
@@ -153,6 +159,11 @@ func (u *UI) routes() {
 	u.mux.Handle("GET /ui/promotions/{id}", u.page(u.promotionPage))
 	u.mux.Handle("GET /ui/agents/{agent}", u.page(u.agentPolicy))
 	u.mux.Handle("POST /ui/agents/{agent}/rollback", u.form(u.rollback))
+	u.mux.Handle("GET /ui/harnesses", u.page(u.harnessList))
+	u.mux.Handle("POST /ui/harnesses", u.form(u.registerHarness))
+	u.mux.Handle("GET /ui/harnesses/{id}", u.page(u.harnessSessions))
+	u.mux.Handle("GET /ui/harnesses/{id}/runs/{run}", u.page(u.harnessRun))
+	u.mux.Handle("GET /ui/harnesses/{id}/runs/{run}/steps", u.page(u.harnessRunSteps))
 	u.mux.Handle("/ui/", u.public(func(w http.ResponseWriter, r *http.Request) error {
 		return errPageNotFound
 	}))
