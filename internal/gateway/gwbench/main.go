@@ -13,10 +13,11 @@
 //
 // Latency is measured from each request's scheduled send time (so a
 // backlog counts) to the end of its answer: the whole body, or for a
-// stream its final event ([DONE], response.completed, message_stop),
-// where the client closes the stream as openai-go does (its connection is
-// reused only if the end of the body came with that event; NEW_CONNS
-// counts those that were not). gyre runs in a child process of its own, as
+// chat stream the [DONE] event, where the client closes the stream as
+// openai-go does (its connection is reused only if the end of the body
+// came with [DONE]; NEW_CONNS counts those that were not), and for a
+// Responses or Messages stream the end of the body, which the SDKs read
+// to, after its final event (response.completed, message_stop). gyre runs in a child process of its own, as
 // gyre serve would (garbage collection at 4x the live heap unless GOGC is
 // set, JSON access logs written to a file), so that its collector and the
 // load generator's do not stall each other; the load generator and the
@@ -744,7 +745,10 @@ func send(client *http.Client, p *benchProtocol, url, key string, stream bool, a
 		d := time.Since(at)
 		return d, d, nil
 	}
-	var first time.Duration
+	var (
+		first    time.Duration
+		sawFinal bool
+	)
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
 		line := sc.Text()
@@ -752,10 +756,19 @@ func send(client *http.Client, p *benchProtocol, url, key string, stream bool, a
 			first = time.Since(at)
 		}
 		if p.final(line) {
-			return time.Since(at), first, nil
+			if !p.toEOF {
+				return time.Since(at), first, nil
+			}
+			sawFinal = true
 		}
 	}
-	return 0, 0, fmt.Errorf("%s stream ended without its final event", p.name)
+	if err := sc.Err(); err != nil {
+		return 0, 0, err
+	}
+	if !sawFinal {
+		return 0, 0, fmt.Errorf("%s stream ended without its final event", p.name)
+	}
+	return time.Since(at), first, nil
 }
 
 // dialled counts the connections the load generator opens in a phase.

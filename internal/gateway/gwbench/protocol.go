@@ -7,8 +7,10 @@ import (
 
 // benchProtocol is one wire protocol the benchmark speaks: the path its
 // requests go to (under the /v1 root), the two request bodies, the stub's
-// two answers, and the stream line that ends an answer, where the client
-// stops reading as the protocol's SDK does.
+// two answers, and how a client ends a stream, as the protocol's SDK does:
+// openai-go stops reading a chat stream at [DONE]; a Responses or
+// Messages stream has no such sentinel, so the SDKs read it to the end of
+// the body, and the stream must have carried its final event.
 type benchProtocol struct {
 	name string
 	// path is the endpoint under /v1, e.g. "/chat/completions".
@@ -22,6 +24,9 @@ type benchProtocol struct {
 	events []byte
 	// final is true for the stream line on which the answer is complete.
 	final func(line string) bool
+	// toEOF: the client reads on from the final event to the end of the
+	// body, and the answer's latency is to there.
+	toEOF bool
 }
 
 // benchProtocols builds the three protocols' requests and answers, each
@@ -84,6 +89,7 @@ func responsesProtocol(chunks int) *benchProtocol {
 		final: func(line string) bool {
 			return bytes.HasPrefix([]byte(line), []byte(`data: {"type":"response.completed"`))
 		},
+		toEOF: true,
 	}
 }
 
@@ -108,5 +114,6 @@ func messagesProtocol(chunks int) *benchProtocol {
 		whole:      []byte(`{"id":"msg_b","type":"message","role":"assistant","model":"bench-model","content":[{"type":"text","text":"The refund for order 7 has been issued."}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":24,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":9}}`),
 		events:     events.Bytes(),
 		final:      func(line string) bool { return line == `data: {"type":"message_stop"}` },
+		toEOF:      true,
 	}
 }
