@@ -48,7 +48,8 @@ bench:
 
 # bench-gateway measures the latency the LLM gateway adds: the same load
 # sent to a local upstream stub directly and through the gateway (recording
-# on), non-streaming and streaming; e.g. GWBENCHFLAGS='-rate 1000 -duration 10s'.
+# on), non-streaming and streaming, in one protocol (-protocol chat, the
+# default, responses or messages); e.g. GWBENCHFLAGS='-rate 1000 -duration 10s'.
 GWBENCHFLAGS ?=
 bench-gateway:
 	$(GO) run ./internal/gateway/gwbench $(GWBENCHFLAGS)

@@ -394,6 +394,46 @@ func TestResponses_ClientDisconnectMidStreamDoesNotCount(t *testing.T) {
 	wantCall(t, h.view(rr.RolloutID), 1, "responses", false, gateway.ReasonClientDisconnected)
 }
 
+// TestResponses_UpstreamStreamEndingBeforeItsFinalEventDoesNotCount: an
+// upstream that ends a Responses stream without response.completed or
+// response.incomplete leaves openai-go's streaming client with every event
+// it sent and no final one, and the call is recorded counted false, reason
+// stream_incomplete; the rollout has no completion.
+func TestResponses_UpstreamStreamEndingBeforeItsFinalEventDoesNotCount(t *testing.T) {
+	t.Parallel()
+	h, stub := newResponsesHarness(t, sqliteEngine, harnessOpts{})
+	stub.configure("partial answer", "", true)
+	rr := h.rollout(`,"policy":"pr"`)
+	stream := h.client(rr).Responses.NewStreaming(context.Background(), responses.ResponseNewParams{Model: "m",
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hi")}})
+	var (
+		text  strings.Builder
+		types []string
+	)
+	for stream.Next() {
+		ev := stream.Current()
+		types = append(types, ev.Type)
+		if ev.Type == "response.output_text.delta" {
+			text.WriteString(ev.Delta)
+		}
+	}
+	_ = stream.Close()
+	if text.String() != "partial answer" || len(types) == 0 || types[0] != "response.created" {
+		t.Fatalf("streamed %q as %v (err %v)", text.String(), types, stream.Err())
+	}
+	for _, typ := range types {
+		if typ == "response.completed" || typ == "response.incomplete" {
+			t.Fatalf("the client saw a final event: %v", types)
+		}
+	}
+	h.flush()
+	v := h.view(rr.RolloutID)
+	wantCall(t, v, 1, "responses", false, gateway.ReasonStreamIncomplete)
+	if v.Gateway.Completions != 0 {
+		t.Errorf("completions = %d, want 0", v.Gateway.Completions)
+	}
+}
+
 // TestResponses_UnsupportedProtocol: a Responses call on a policy whose
 // upstream speaks only chat is 400 unsupported_protocol naming chat, and
 // nothing goes upstream.

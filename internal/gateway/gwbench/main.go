@@ -2,18 +2,22 @@
 // sends the same open-loop load — a fixed request rate for a fixed
 // duration — directly to a local upstream stub and through a gyre server
 // (SQLite store, file blobs, recording on) in front of that stub, for
-// non-streaming and streaming chat completions, and prints p50 and p99
-// latency for both paths, the latency the gateway added and the ratio.
+// non-streaming and streaming calls of one protocol (-protocol: chat
+// completions, OpenAI Responses or Anthropic Messages; the stub answers in
+// that protocol's shape), and prints p50 and p99 latency for both paths,
+// the latency the gateway added and the ratio.
 //
 // Run it with make bench-gateway, or:
 //
-//	go run ./internal/gateway/gwbench -rate 1000 -duration 10s
+//	go run ./internal/gateway/gwbench -rate 1000 -duration 10s -protocol responses
 //
 // Latency is measured from each request's scheduled send time (so a
 // backlog counts) to the end of its answer: the whole body, or for a
-// stream the [DONE] event, where the client closes the stream as openai-go
-// does (its connection is reused only if the end of the body came with
-// [DONE]; NEW_CONNS counts those that were not). gyre runs in a child process of its own, as
+// chat stream the [DONE] event, where the client closes the stream as
+// openai-go does (its connection is reused only if the end of the body
+// came with [DONE]; NEW_CONNS counts those that were not), and for a
+// Responses or Messages stream the end of the body, which the SDKs read
+// to, after its final event (response.completed, message_stop). gyre runs in a child process of its own, as
 // gyre serve would (garbage collection at 4x the live heap unless GOGC is
 // set, JSON access logs written to a file), so that its collector and the
 // load generator's do not stall each other; the load generator and the
@@ -88,6 +92,8 @@ type options struct {
 	baseline bool
 	role     string
 	upstream string
+	// protocol names the benchProtocol the load speaks.
+	protocol string
 }
 
 func run() error {
@@ -106,6 +112,7 @@ func run() error {
 	flag.BoolVar(&o.baseline, "baseline", true, "also send the load through a bare reverse proxy in its own process (the floor of any proxy here)")
 	flag.StringVar(&o.role, "role", "", "internal: \"gyre\" or \"proxy\" serves in front of -upstream for a parent gwbench")
 	flag.StringVar(&o.upstream, "upstream", "", "internal: the stub's URL, for -role gyre")
+	flag.StringVar(&o.protocol, "protocol", "chat", "the protocol of the load: chat, responses or messages")
 	flag.Parse()
 	if o.role == "gyre" {
 		return serveChild(o)
@@ -125,6 +132,10 @@ func run() error {
 	}
 	if o.rate < 1 || o.duration <= 0 || o.rollouts < 1 {
 		return errors.New("-rate, -duration and -rollouts must be positive")
+	}
+	proto, ok := benchProtocols(o.chunks)[o.protocol]
+	if !ok {
+		return fmt.Errorf("-protocol %q: want chat, responses or messages", o.protocol)
 	}
 
 	stub, err := startStub(o.chunks)
@@ -161,28 +172,28 @@ func run() error {
 	client := &http.Client{Transport: &http.Transport{MaxIdleConns: 4096, MaxIdleConnsPerHost: 4096, IdleConnTimeout: time.Minute,
 		DisableCompression: true}}
 	load0 := loadavg()
-	fmt.Fprintf(os.Stderr, "gwbench: %d req/s for %s per phase (warm-up %s), GOMAXPROCS=%d, NumCPU=%d, load average %s\n",
-		o.rate, o.duration, o.warmup, runtime.GOMAXPROCS(0), runtime.NumCPU(), load0)
+	fmt.Fprintf(os.Stderr, "gwbench: %s, %d req/s for %s per phase (warm-up %s), GOMAXPROCS=%d, NumCPU=%d, load average %s\n",
+		proto.name, o.rate, o.duration, o.warmup, runtime.GOMAXPROCS(0), runtime.NumCPU(), load0)
 
 	var results []result
 	for _, stream := range []bool{false, true} {
 		for _, via := range paths {
-			target := func(i int) (string, string) { return stub.url + "/v1/chat/completions", "" }
+			target := func(i int) (string, string) { return stub.url + "/v1" + proto.path, "" }
 			if via == "proxy" {
-				target = func(i int) (string, string) { return proxyURL + "/chat/completions", "" }
+				target = func(i int) (string, string) { return proxyURL + proto.path, "" }
 			}
 			if via == "gateway" {
 				target = func(i int) (string, string) {
 					rr := rollouts[i%len(rollouts)]
-					return rr.LLMURL + "/chat/completions", rr.APIKey
+					return rr.LLMURL + proto.path, rr.APIKey
 				}
 			}
-			fmt.Fprintf(os.Stderr, "gwbench: %s %s...\n", mode(stream), via)
+			fmt.Fprintf(os.Stderr, "gwbench: %s %s %s...\n", proto.name, mode(stream), via)
 			if o.warmup > 0 {
-				phase(client, target, stream, o.rate, o.warmup)
+				phase(client, proto, target, stream, o.rate, o.warmup)
 			}
 			dialled.Store(0)
-			lat, first, fails := phase(client, target, stream, o.rate, o.duration)
+			lat, first, fails := phase(client, proto, target, stream, o.rate, o.duration)
 			r := summarize(mode(stream), via, lat, first, fails)
 			r.NewConns = int(dialled.Load())
 			results = append(results, r)
@@ -223,8 +234,21 @@ func (g *gyreServer) Rollouts() []flywheel.RolloutRequest { return g.rollouts }
 func (g *gyreServer) Close()                              { g.close() }
 
 func (g *gyreServer) Records() (recorded, counted int, err error) {
-	if err := g.gw.Recorder().Flush(context.Background()); err != nil {
-		return 0, 0, fmt.Errorf("final flush: %w", err)
+	// A client has its answer before the gateway has recorded it (a
+	// stream's record waits for the write of its last bytes): stop serving,
+	// then flush until no request is in flight and every record is durable.
+	g.stopServing()
+	for i := 0; ; i++ {
+		if err := g.gw.Recorder().Flush(context.Background()); err != nil {
+			return 0, 0, fmt.Errorf("final flush: %w", err)
+		}
+		if g.gw.Recorder().Idle() {
+			break
+		}
+		if i == 2000 {
+			return 0, 0, errors.New("final flush: the gateway still has requests in flight after 10s")
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 	for _, rr := range g.rollouts {
 		calls, err := g.st.GatewayCalls(context.Background(), g.tenantID, rr.RolloutID)
@@ -457,43 +481,39 @@ type stub struct {
 
 func (s *stub) Close() { _ = s.srv.Close() }
 
+// startStub serves every benchProtocol at its path under /v1.
 func startStub(chunks int) (*stub, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	whole := []byte(`{"id":"chatcmpl-b","object":"chat.completion","created":1700000000,"model":"bench-model","choices":[{"index":0,"message":{"role":"assistant","content":"The refund for order 7 has been issued."},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":24,"completion_tokens":9,"total_tokens":33}}`)
-	var events bytes.Buffer
-	chunk := func(delta, finish string) {
-		fmt.Fprintf(&events, `data: {"id":"chatcmpl-b","object":"chat.completion.chunk","created":1700000000,"model":"bench-model","choices":[{"index":0,"delta":%s,"logprobs":null,"finish_reason":%s}]}`+"\n\n", delta, finish)
-	}
-	chunk(`{"role":"assistant","content":""}`, "null")
-	for i := range chunks {
-		chunk(fmt.Sprintf(`{"content":"word%d "}`, i), "null")
-	}
-	chunk(`{}`, `"stop"`)
-	usage := []byte(`data: {"id":"chatcmpl-b","object":"chat.completion.chunk","created":1700000000,"model":"bench-model","choices":[],"usage":{"prompt_tokens":24,"completion_tokens":9,"total_tokens":33}}` + "\n\n")
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		if !bytes.Contains(body, []byte(`"stream":true`)) {
-			w.Header().Set("Content-Type", "application/json")
-			_, _ = w.Write(whole)
-			return
-		}
-		w.Header().Set("Content-Type", "text/event-stream")
-		f := w.(http.Flusher)
-		for ev := range bytes.SplitAfterSeq(events.Bytes(), []byte("\n\n")) {
-			if len(ev) > 0 {
-				_, _ = w.Write(ev)
-				f.Flush()
+	mux := http.NewServeMux()
+	for _, p := range benchProtocols(chunks) {
+		mux.HandleFunc("POST /v1"+p.path, func(w http.ResponseWriter, r *http.Request) {
+			body, _ := io.ReadAll(r.Body)
+			if !bytes.Contains(body, []byte(`"stream":true`)) {
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = w.Write(p.whole)
+				return
 			}
-		}
-		if bytes.Contains(body, []byte(`"include_usage":true`)) {
-			_, _ = w.Write(usage)
-		}
-		_, _ = w.Write([]byte("data: [DONE]\n\n"))
-	})
-	s := &stub{url: "http://" + ln.Addr().String(), srv: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}}
+			w.Header().Set("Content-Type", "text/event-stream")
+			f := w.(http.Flusher)
+			for ev := range bytes.SplitAfterSeq(p.events, []byte("\n\n")) {
+				if len(ev) > 0 {
+					_, _ = w.Write(ev)
+					f.Flush()
+				}
+			}
+			if p.name != "chat" {
+				return
+			}
+			if bytes.Contains(body, []byte(`"include_usage":true`)) {
+				_, _ = w.Write(chatUsage)
+			}
+			_, _ = w.Write([]byte("data: [DONE]\n\n"))
+		})
+	}
+	s := &stub{url: "http://" + ln.Addr().String(), srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}
 	go func() { _ = s.srv.Serve(ln) }()
 	return s, nil
 }
@@ -504,7 +524,9 @@ type gyreServer struct {
 	gw       *gateway.Gateway
 	rollouts []flywheel.RolloutRequest
 	tenantID string
-	close    func()
+	// stopServing shuts the HTTP server down gracefully, once.
+	stopServing func()
+	close       func()
 }
 
 func startGyre(upstreamURL string, o options) (*gyreServer, error) {
@@ -550,7 +572,8 @@ func startGyre(upstreamURL string, o options) (*gyreServer, error) {
 	}
 	metrics := telemetry.NewMetrics()
 	gw, err := gateway.New(gateway.Config{
-		Upstreams:     []gateway.Upstream{{Name: "stub", BaseURL: upstreamURL + "/v1", AllowPrivate: true}},
+		Upstreams: []gateway.Upstream{{Name: "stub", BaseURL: upstreamURL + "/v1", AllowPrivate: true,
+			Protocols: gateway.Protocols}},
 		GrantCacheTTL: o.cache,
 		FlushInterval: o.flush,
 		FlushBatch:    o.batch,
@@ -569,7 +592,8 @@ func startGyre(upstreamURL string, o options) (*gyreServer, error) {
 	sctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { _ = srv.Serve(sctx, ln); close(done) }()
-	closers = append(closers, func() { stop(); <-done })
+	stopServing := sync.OnceFunc(func() { stop(); <-done })
+	closers = append(closers, stopServing)
 
 	tenant, err := st.CreateTenant(ctx, "bench")
 	if err != nil {
@@ -638,18 +662,13 @@ func startGyre(upstreamURL string, o options) (*gyreServer, error) {
 	if len(claim.Rollouts) != o.rollouts {
 		return fail(fmt.Errorf("claimed %d rollouts, want %d", len(claim.Rollouts), o.rollouts))
 	}
-	return &gyreServer{st: st, gw: gw, rollouts: claim.Rollouts, tenantID: tenant.ID, close: cleanup}, nil
+	return &gyreServer{st: st, gw: gw, rollouts: claim.Rollouts, tenantID: tenant.ID, stopServing: stopServing, close: cleanup}, nil
 }
-
-var (
-	bodyWhole  = []byte(`{"model":"agent-model","messages":[{"role":"system","content":"You are a support agent."},{"role":"user","content":"Please refund order 7."}],"temperature":0.2}`)
-	bodyStream = []byte(`{"model":"agent-model","stream":true,"messages":[{"role":"system","content":"You are a support agent."},{"role":"user","content":"Please refund order 7."}],"temperature":0.2}`)
-)
 
 // phase sends rate requests per second for d, open loop, and returns the
 // latencies of the successful ones (to the end of the answer, and to the
 // first streamed event) and the count of failures.
-func phase(client *http.Client, target func(int) (string, string), stream bool, rate int, d time.Duration) ([]time.Duration, []time.Duration, int) {
+func phase(client *http.Client, p *benchProtocol, target func(int) (string, string), stream bool, rate int, d time.Duration) ([]time.Duration, []time.Duration, int) {
 	n := int(d.Seconds() * float64(rate))
 	interval := time.Second / time.Duration(rate)
 	lat := make([]time.Duration, n)
@@ -668,7 +687,7 @@ func phase(client *http.Client, target func(int) (string, string), stream bool, 
 		go func() {
 			defer wg.Done()
 			url, key := target(i)
-			elapsed, ttfe, err := send(client, url, key, stream, at)
+			elapsed, ttfe, err := send(client, p, url, key, stream, at)
 			if err != nil {
 				if fails.Add(1) == 1 {
 					fmt.Fprintf(os.Stderr, "gwbench: first failure: %v\n", err)
@@ -692,10 +711,10 @@ func phase(client *http.Client, target func(int) (string, string), stream bool, 
 
 // send makes one request and returns the time from at (its scheduled
 // start) to the end of the answer and, for a stream, to its first event.
-func send(client *http.Client, url, key string, stream bool, at time.Time) (time.Duration, time.Duration, error) {
-	body := bodyWhole
+func send(client *http.Client, p *benchProtocol, url, key string, stream bool, at time.Time) (time.Duration, time.Duration, error) {
+	body := p.bodyWhole
 	if stream {
-		body = bodyStream
+		body = p.bodyStream
 	}
 	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
@@ -726,18 +745,30 @@ func send(client *http.Client, url, key string, stream bool, at time.Time) (time
 		d := time.Since(at)
 		return d, d, nil
 	}
-	var first time.Duration
+	var (
+		first    time.Duration
+		sawFinal bool
+	)
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
 		line := sc.Text()
 		if first == 0 && strings.HasPrefix(line, "data: ") {
 			first = time.Since(at)
 		}
-		if line == "data: [DONE]" {
-			return time.Since(at), first, nil
+		if p.final(line) {
+			if !p.toEOF {
+				return time.Since(at), first, nil
+			}
+			sawFinal = true
 		}
 	}
-	return 0, 0, errors.New("stream ended without [DONE]")
+	if err := sc.Err(); err != nil {
+		return 0, 0, err
+	}
+	if !sawFinal {
+		return 0, 0, fmt.Errorf("%s stream ended without its final event", p.name)
+	}
+	return time.Since(at), first, nil
 }
 
 // dialled counts the connections the load generator opens in a phase.
@@ -820,7 +851,7 @@ func report(w io.Writer, o options, rs []result, load0, load1 string, recorded, 
 	if o.asJSON {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		return enc.Encode(map[string]any{"rate": o.rate, "duration_s": o.duration.Seconds(), "results": rs, "added": adds,
+		return enc.Encode(map[string]any{"protocol": o.protocol, "rate": o.rate, "duration_s": o.duration.Seconds(), "results": rs, "added": adds,
 			"load_average_before": load0, "load_average_after": load1, "gomaxprocs": runtime.GOMAXPROCS(0),
 			"gateway_records": recorded, "gateway_counted": counted, "cpu_us_per_request": cpuMicros(cpu)})
 	}
@@ -837,8 +868,8 @@ func report(w io.Writer, o options, rs []result, load0, load1 string, recorded, 
 		fmt.Fprintf(w, "%-14s %-8s %9.3f ms %9.3f ms %9.2fx %9.2fx %12.3f ms %12.3f ms\n", a.Mode, a.Path, a.AddedP50, a.AddedP99,
 			a.RatioP50, a.RatioP99, a.FirstAddedP50, a.FirstAddedP99)
 	}
-	fmt.Fprintf(w, "\nrate %d req/s, %s per phase; GOMAXPROCS %d; load average %s before, %s after\n",
-		o.rate, o.duration, runtime.GOMAXPROCS(0), load0, load1)
+	fmt.Fprintf(w, "\nprotocol %s; rate %d req/s, %s per phase; GOMAXPROCS %d; load average %s before, %s after\n",
+		o.protocol, o.rate, o.duration, runtime.GOMAXPROCS(0), load0, load1)
 	fmt.Fprintf(w, "recording on: %d gateway records written (%d counted)\n", recorded, counted)
 	for _, path := range []string{"proxy", "gateway"} {
 		if us, ok := cpuMicros(cpu)[path]; ok {
