@@ -267,14 +267,12 @@ func (a *app) serve(ctx context.Context, c Config) error {
 	return nil
 }
 
-// A grading job holds its lease while its judges call models: one job at a
-// time (see rollout.Grader), each judge call at most serveJudgeTimeout and
-// three calls per judge grader, so the lease covers three judge graders
-// that each need every retry at the slowest. A job whose replica died is
-// taken up again after the lease.
+// A grading job's lease is renewed while the job runs (its judges may call
+// models for minutes, each call at most serveJudgeTimeout), so it can be
+// short: a job whose replica died is taken up again within a minute.
 const (
 	serveJudgeTimeout = time.Minute
-	serveGradeLease   = 10 * time.Minute
+	serveGradeLease   = time.Minute
 )
 
 // A dataset build holds its job's lease while it writes; a replica that

@@ -81,6 +81,7 @@ func (g *Grader) RunOnce(ctx context.Context, owner string, lease time.Duration)
 	if err != nil {
 		return 0, err
 	}
+	defer g.holdLeases(ctx, jobs, lease)()
 	for _, j := range jobs {
 		done := true
 		switch j.Kind {
@@ -115,6 +116,38 @@ func (g *Grader) RunOnce(ctx context.Context, owner string, lease time.Duration)
 		}
 	}
 	return len(jobs), nil
+}
+
+// holdLeases renews the leases of a round's jobs every third of the
+// lease until the returned stop is called, so the lease can stay short: a
+// replica that dies mid-round leaves its jobs to another within one lease,
+// not after the longest a round could take (a judge's model calls). A job
+// already finished or retried is no longer held; its renewal fails with
+// ErrLeaseLost, which is expected and ignored.
+func (g *Grader) holdLeases(ctx context.Context, jobs []store.Job, lease time.Duration) (stop func()) {
+	if len(jobs) == 0 {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(max(lease/3, time.Millisecond))
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				for _, j := range jobs {
+					if err := g.store.RenewJob(ctx, j, lease); err != nil && !errors.Is(err, store.ErrLeaseLost) && ctx.Err() == nil {
+						g.log.LogAttrs(ctx, slog.LevelWarn, "renew grading job lease", slog.String("rollout_id", j.SubjectID), slog.Any("error", err))
+					}
+				}
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
 }
 
 // reconcileWait is the first wait before a rollout's reconciliation is
