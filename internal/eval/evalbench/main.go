@@ -17,7 +17,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"github.com/gyrehq/gyre/internal/benchproc"
@@ -25,7 +24,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -72,10 +70,6 @@ func run() error {
 		}
 		return json.NewEncoder(os.Stdout).Encode(r)
 	}
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
 	fmt.Printf("%-8s %-6s %12s %14s\n", "runs", "count", "runs/s", "peak RSS MiB")
 	for _, s := range strings.Split(*sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
@@ -84,17 +78,9 @@ func run() error {
 		}
 		var rates, rss []float64
 		for i := range *count {
-			out, err := exec.Command(self, "-runs", strconv.Itoa(n), "-concurrency", strconv.Itoa(*concurrency)).Output()
-			if err != nil {
-				var ee *exec.ExitError
-				if errors.As(err, &ee) {
-					return fmt.Errorf("size %d: %w: %s", n, err, ee.Stderr)
-				}
-				return err
-			}
 			var r result
-			if err := json.Unmarshal(out, &r); err != nil {
-				return fmt.Errorf("size %d: %w: %q", n, err, out)
+			if err := benchproc.MeasureInChild(&r, "-runs", strconv.Itoa(n), "-concurrency", strconv.Itoa(*concurrency)); err != nil {
+				return fmt.Errorf("size %d: %w", n, err)
 			}
 			fmt.Fprintf(os.Stderr, "  %d runs, measurement %d: %.0f runs/s, peak RSS %.1f MiB\n", n, i+1, r.RunsPerS, r.PeakRSSMi)
 			rates, rss = append(rates, r.RunsPerS), append(rss, r.PeakRSSMi)

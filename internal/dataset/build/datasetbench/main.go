@@ -18,12 +18,10 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"github.com/gyrehq/gyre/internal/benchproc"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -85,10 +83,6 @@ func run() error {
 		}
 		return json.NewEncoder(os.Stdout).Encode(r)
 	}
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
 	fmt.Printf("%-9s %-6s %9s %12s %14s %14s\n", "rollouts", "count", "rows", "rows/s", "rows/CPU-s", "peak RSS MiB")
 	for _, s := range strings.Split(*sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
@@ -98,17 +92,9 @@ func run() error {
 		var rates, cpuRates, rss []float64
 		rows := 0
 		for i := range *count {
-			out, err := exec.Command(self, "-rollouts", strconv.Itoa(n)).Output()
-			if err != nil {
-				var ee *exec.ExitError
-				if errors.As(err, &ee) {
-					return fmt.Errorf("size %d: %w: %s", n, err, ee.Stderr)
-				}
-				return err
-			}
 			var r result
-			if err := json.Unmarshal(out, &r); err != nil {
-				return fmt.Errorf("size %d: %w: %q", n, err, out)
+			if err := benchproc.MeasureInChild(&r, "-rollouts", strconv.Itoa(n)); err != nil {
+				return fmt.Errorf("size %d: %w", n, err)
 			}
 			fmt.Fprintf(os.Stderr, "  %d rollouts, measurement %d: seeded in %.0fs (peak RSS %.1f MiB), %d rows in %.2fs (%.2f CPU-s): %.0f rows/s (%.0f per CPU-s), peak RSS %.1f MiB\n",
 				n, i+1, r.SeedSeconds, r.SeedPeakRSSMi, r.Rows, r.Seconds, r.CPUSeconds, r.RowsPerS, r.RowsPerCPUS, r.PeakRSSMi)
