@@ -102,6 +102,19 @@ type DatasetBuilt struct {
 	Manifest   json.RawMessage
 }
 
+// DatasetFilter narrows a list of datasets; a zero field keeps every
+// dataset.
+type DatasetFilter struct {
+	// AgentID keeps only this agent's datasets.
+	AgentID string
+	// State keeps only datasets in this build state (DatasetBuilding,
+	// DatasetReady or DatasetFailed).
+	State string
+	// Since and Until keep only datasets created at or after Since and
+	// before Until.
+	Since, Until time.Time
+}
+
 // DatasetStore keeps datasets (SPEC §9).
 type DatasetStore interface {
 	// CreateDataset selects the agent's submitted rollouts that match d,
@@ -121,6 +134,10 @@ type DatasetStore interface {
 	DatasetByID(ctx context.Context, id string) (Dataset, error)
 	// ListDatasets lists the tenant's datasets, newest first.
 	ListDatasets(ctx context.Context, tenantID string, p Page) ([]Dataset, string, error)
+	// FilterDatasets lists the tenant's datasets that match f, newest
+	// first; its cursors are bound to f. The zero filter lists what
+	// ListDatasets lists.
+	FilterDatasets(ctx context.Context, tenantID string, f DatasetFilter, p Page) ([]Dataset, string, error)
 	// DatasetMembers returns up to n frozen members after rollout id
 	// after ("" for the first), in increasing rollout id order.
 	DatasetMembers(ctx context.Context, datasetID, after string, n int) ([]DatasetMember, error)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/gyrehq/gyre/internal/store"
 )
@@ -206,7 +207,23 @@ func (s *Store) DatasetByID(ctx context.Context, id string) (store.Dataset, erro
 
 // ListDatasets lists the tenant's datasets, newest first.
 func (s *Store) ListDatasets(ctx context.Context, tenantID string, p store.Page) ([]store.Dataset, string, error) {
+	return s.FilterDatasets(ctx, tenantID, store.DatasetFilter{}, p)
+}
+
+// FilterDatasets lists the tenant's datasets that match f, newest first
+// (keyset on the UUIDv7 id). An unfiltered list keeps ListDatasets'
+// cursor scope, so its cursors stay valid.
+func (s *Store) FilterDatasets(ctx context.Context, tenantID string, f store.DatasetFilter, p store.Page) ([]store.Dataset, string, error) {
+	switch f.State {
+	case "", store.DatasetBuilding, store.DatasetReady, store.DatasetFailed:
+	default:
+		return nil, "", fmt.Errorf("list datasets: unknown state %q", f.State)
+	}
 	cur := listCursor(tenantID, "datasets")
+	if f != (store.DatasetFilter{}) {
+		cur = listCursor(tenantID, "datasets", f.AgentID, f.State,
+			strconv.FormatInt(micros(f.Since), 10), strconv.FormatInt(micros(f.Until), 10))
+	}
 	after, err := cur.decodeID(p.Cursor)
 	if err != nil {
 		return nil, "", fmt.Errorf("list datasets: %w", err)
@@ -214,9 +231,24 @@ func (s *Store) ListDatasets(ctx context.Context, tenantID string, p store.Page)
 	n := limit(p)
 	q := `SELECT ` + datasetColumns + ` FROM datasets WHERE tenant_id = $1`
 	args := []any{tenantID}
+	arg := func(cond string, v any) {
+		args = append(args, v)
+		q += ` AND ` + strings.ReplaceAll(cond, "?", "$"+strconv.Itoa(len(args)))
+	}
+	if f.AgentID != "" {
+		arg(`agent_id = ?`, f.AgentID)
+	}
+	if f.State != "" {
+		arg(`state = ?`, f.State)
+	}
+	if !f.Since.IsZero() {
+		arg(`created_us >= ?`, f.Since.UnixMicro())
+	}
+	if !f.Until.IsZero() {
+		arg(`created_us < ?`, f.Until.UnixMicro())
+	}
 	if after != "" {
-		q += ` AND id < $2`
-		args = append(args, after)
+		arg(`id < ?`, after)
 	}
 	q += ` ORDER BY id DESC LIMIT ` + strconv.Itoa(n+1)
 	rows, err := s.reader.QueryContext(ctx, q, args...)

@@ -22,6 +22,7 @@ func runDatasets(t *testing.T, open Opener) {
 	t.Run("DatasetFinishesOnce", func(t *testing.T) { t.Parallel(); testDatasetFinishesOnce(t, open) })
 	t.Run("DatasetProgressOnlyWhileBuilding", func(t *testing.T) { t.Parallel(); testDatasetProgress(t, open) })
 	t.Run("DatasetsListAndTenantIsolation", func(t *testing.T) { t.Parallel(); testDatasetsList(t, open) })
+	t.Run("DatasetsFilterByAgentStateAndCreationTime", func(t *testing.T) { t.Parallel(); testDatasetsFilter(t, open) })
 }
 
 func newDatasetID(t *testing.T) string {
@@ -344,5 +345,90 @@ func testDatasetsList(t *testing.T, open Opener) {
 	}
 	if d, err := f.s.GetDataset(t.Context(), f.tenant.ID, want[0]); err != nil || d.ID != want[0] {
 		t.Fatalf("GetDataset = %+v, %v", d, err)
+	}
+}
+
+// A filtered list keeps only the datasets of that agent, build state and
+// creation window (since inclusive, until exclusive), pages within the
+// filter, and refuses a cursor of another filter or an unknown state.
+func testDatasetsFilter(t *testing.T, open Opener) {
+	f := newRolloutFixture(t, open, 1)
+	f.batch(t, store.NewBatch{})
+	f.batch(t, store.NewBatch{AgentID: "agent-2"})
+	t0 := f.clk.Now()
+	a1 := f.dataset(t, store.NewDataset{}) // agent-1, t0, building
+	f.clk.Advance(time.Hour)
+	a2 := f.dataset(t, store.NewDataset{AgentID: "agent-2"}) // t0+1h
+	f.clk.Advance(time.Hour)
+	b1 := f.dataset(t, store.NewDataset{}) // agent-1, t0+2h, ready
+	if _, err := f.s.FinishDataset(t.Context(), store.DatasetBuilt{ID: b1.ID, State: store.DatasetReady,
+		FileSHA256: "ab", FileBytes: 1, BlobKey: "k", Manifest: json.RawMessage(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	f.clk.Advance(time.Hour)
+	c1 := f.dataset(t, store.NewDataset{}) // agent-1, t0+3h
+	reason := "boom"
+	if _, err := f.s.FinishDataset(t.Context(), store.DatasetBuilt{ID: c1.ID, State: store.DatasetFailed, Reason: &reason}); err != nil {
+		t.Fatal(err)
+	}
+	list := func(flt store.DatasetFilter, limit int) []string {
+		t.Helper()
+		var got []string
+		cursor := ""
+		for {
+			page, next, err := f.s.FilterDatasets(t.Context(), f.tenant.ID, flt, store.Page{Limit: limit, Cursor: cursor})
+			if err != nil {
+				t.Fatalf("FilterDatasets(%+v): %v", flt, err)
+			}
+			for _, d := range page {
+				got = append(got, d.ID)
+			}
+			if next == "" {
+				return got
+			}
+			cursor = next
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		f    store.DatasetFilter
+		want []string
+	}{
+		{"no filter", store.DatasetFilter{}, []string{c1.ID, b1.ID, a2.ID, a1.ID}},
+		{"agent", store.DatasetFilter{AgentID: "agent-1"}, []string{c1.ID, b1.ID, a1.ID}},
+		{"other agent", store.DatasetFilter{AgentID: "agent-2"}, []string{a2.ID}},
+		{"agent never seen", store.DatasetFilter{AgentID: "nobody"}, nil},
+		{"building", store.DatasetFilter{State: store.DatasetBuilding}, []string{a2.ID, a1.ID}},
+		{"ready", store.DatasetFilter{State: store.DatasetReady}, []string{b1.ID}},
+		{"failed of agent-1", store.DatasetFilter{AgentID: "agent-1", State: store.DatasetFailed}, []string{c1.ID}},
+		{"since is inclusive", store.DatasetFilter{Since: t0.Add(time.Hour)}, []string{c1.ID, b1.ID, a2.ID}},
+		{"until is exclusive", store.DatasetFilter{Until: t0.Add(time.Hour)}, []string{a1.ID}},
+		{"window", store.DatasetFilter{Since: t0.Add(time.Hour), Until: t0.Add(3 * time.Hour)}, []string{b1.ID, a2.ID}},
+		{"agent, state and window", store.DatasetFilter{AgentID: "agent-1", State: store.DatasetBuilding, Since: t0, Until: t0.Add(time.Minute)}, []string{a1.ID}},
+		{"empty window", store.DatasetFilter{Since: t0.Add(4 * time.Hour)}, nil},
+	} {
+		for _, limit := range []int{1, 50} {
+			if got := list(tc.f, limit); !slices.Equal(got, tc.want) {
+				t.Errorf("%s (pages of %d): %v, want %v", tc.name, limit, got, tc.want)
+			}
+		}
+	}
+	// An unfiltered cursor is ListDatasets' cursor.
+	_, next, err := f.s.ListDatasets(t.Context(), f.tenant.ID, store.Page{Limit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if page, _, err := f.s.FilterDatasets(t.Context(), f.tenant.ID, store.DatasetFilter{}, store.Page{Limit: 1, Cursor: next}); err != nil || len(page) != 1 || page[0].ID != b1.ID {
+		t.Fatalf("ListDatasets' cursor in FilterDatasets: %v, %v", page, err)
+	}
+	if _, _, err := f.s.FilterDatasets(t.Context(), f.tenant.ID, store.DatasetFilter{AgentID: "agent-1"}, store.Page{Limit: 1, Cursor: next}); !errors.Is(err, store.ErrInvalidCursor) {
+		t.Fatalf("a cursor of another filter: %v, want ErrInvalidCursor", err)
+	}
+	if _, _, err := f.s.FilterDatasets(t.Context(), f.tenant.ID, store.DatasetFilter{State: "done"}, store.Page{}); err == nil {
+		t.Fatal("an unknown state was accepted")
+	}
+	other := mustTenant(t, f.s, "other")
+	if ds, _, err := f.s.FilterDatasets(t.Context(), other.ID, store.DatasetFilter{AgentID: "agent-1"}, store.Page{}); err != nil || len(ds) != 0 {
+		t.Fatalf("another tenant lists %v, %v", ds, err)
 	}
 }
