@@ -42,37 +42,51 @@ type datasetForm struct {
 	IncludeHoldout                                              bool
 }
 
+// datasetStates are the build states the datasets list filters on.
+var datasetStates = []string{store.DatasetBuilding, store.DatasetReady, store.DatasetFailed}
+
 type datasetsData struct {
 	Rows         []store.Dataset
 	Cursor, Next string
+	// Filter is the list's filter form; States its state choices.
+	Filter listFilter
+	States []string
+	// Agents fill the filter's and the create form's agent choices.
+	Agents []string
 	// The create form (admins only): its choices, values and error.
-	Agents  []string
 	Formats []dataset.Format
 	Form    datasetForm
 	Error   string
 }
 
-// datasets is GET /ui/datasets?cursor: the tenant's datasets, newest
-// first, and the create form for admins.
+// datasets is GET /ui/datasets?agent&state&since&until&cursor: the
+// tenant's datasets, newest first, filtered by agent, build state and
+// creation date, and the create form for admins.
 func (u *UI) datasets(w http.ResponseWriter, r *http.Request, s session) error {
 	return u.showDatasets(w, r, s, http.StatusOK, datasetForm{Format: string(dataset.FormatSFT)}, "")
 }
 
 func (u *UI) showDatasets(w http.ResponseWriter, r *http.Request, s session, status int, form datasetForm, msg string) error {
-	d := datasetsData{Cursor: r.URL.Query().Get("cursor"), Formats: dataset.Formats, Form: form, Error: msg}
-	var err error
-	if d.Rows, d.Next, err = u.store.ListDatasets(r.Context(), s.TenantID, store.Page{Limit: datasetsPage, Cursor: d.Cursor}); err != nil {
+	d := datasetsData{Cursor: r.URL.Query().Get("cursor"), States: datasetStates, Formats: dataset.Formats, Form: form, Error: msg}
+	var (
+		win window
+		err error
+	)
+	if d.Filter, win, err = parseListFilter(r.URL.Query(), datasetStates); err != nil {
 		return err
 	}
-	if s.Admin() {
-		agents, err := u.store.AgentsSeen(r.Context(), s.TenantID, maxAgents)
-		if err != nil {
-			return err
-		}
-		for _, a := range agents {
-			d.Agents = append(d.Agents, a.AgentID)
-		}
+	f := store.DatasetFilter{AgentID: d.Filter.Agent, State: d.Filter.State, Since: win.Since, Until: win.Until}
+	if d.Rows, d.Next, err = u.store.FilterDatasets(r.Context(), s.TenantID, f, store.Page{Limit: datasetsPage, Cursor: d.Cursor}); err != nil {
+		return err
 	}
+	agents, err := u.store.AgentsSeen(r.Context(), s.TenantID, maxAgents)
+	if err != nil {
+		return err
+	}
+	for _, a := range agents {
+		d.Agents = append(d.Agents, a.AgentID)
+	}
+	d.Agents = withChosen(d.Agents, d.Filter.Agent)
 	u.render(w, r, status, "datasets", view{Title: "Datasets", Nav: "datasets", Session: s, Data: d})
 	return nil
 }

@@ -1,0 +1,132 @@
+package ui_test
+
+import (
+	"html"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// linkNamed is the href of the page's link whose text is text, "" when
+// there is none.
+func linkNamed(body, text string) string {
+	m := regexp.MustCompile(`<a [^>]*href="([^"]*)"[^>]*>` + regexp.QuoteMeta(text) + `</a>`).FindStringSubmatch(body)
+	if m == nil {
+		return ""
+	}
+	return html.UnescapeString(m[1])
+}
+
+// datasetLinks counts the dataset rows of a list page by agent.
+func datasetRows(body string) int {
+	return strings.Count(body, `<td><a class="mono" href="/ui/datasets/`)
+}
+
+// The datasets list filters by agent, build state and creation date; its
+// next-page link keeps the filter, so the second page holds the same
+// agent's datasets only; a bad filter is a 400 page that says why.
+func TestDatasetsListFiltersByAgentStateAndDate(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	// Two agents, seen through production turns.
+	for _, agent := range []string{"support-bot", "sales-bot"} {
+		s.call("POST", "/turns", s.agent, map[string]any{"agent_id": agent, "turns": []any{map[string]any{"turn_id": "t-" + agent,
+			"input_text": "hi", "final_text": "hello", "tool_calls": nil, "tool_calls_omitted_count": 0}}}, http.StatusOK, nil)
+	}
+	var ids []string
+	mk := func(agent string) string {
+		var ds struct {
+			ID string `json:"id"`
+		}
+		s.call("POST", "/api/v1/datasets", s.admin, map[string]any{"agent_id": agent, "format": "sft"}, http.StatusCreated, &ds)
+		ids = append(ids, ds.ID)
+		return ds.ID
+	}
+	sales := mk("sales-bot")
+	for range 26 { // one more than a page
+		mk("support-bot")
+	}
+	for _, id := range ids {
+		s.waitDataset(id)
+	}
+	today := time.Now().UTC().Format(time.DateOnly)
+	tomorrow := time.Now().UTC().AddDate(0, 0, 1).Format(time.DateOnly)
+	yesterday := time.Now().UTC().AddDate(0, 0, -1).Format(time.DateOnly)
+
+	reader := s.client()
+	reader.signIn(s.reader)
+	for _, tc := range []struct {
+		name, query string
+		rows        int
+		hasSales    bool
+		empty       bool
+	}{
+		{"every dataset, first page", "", 25, false, false},
+		{"one agent", "?agent=sales-bot", 1, true, false},
+		{"state ready", "?agent=sales-bot&state=ready", 1, true, false},
+		{"no failed dataset", "?state=failed", 0, false, true},
+		{"created today, the until day included", "?agent=sales-bot&since=" + today + "&until=" + today, 1, true, false},
+		{"created from tomorrow", "?since=" + tomorrow, 0, false, true},
+		{"created until yesterday", "?until=" + yesterday, 0, false, true},
+	} {
+		p := reader.get("/ui/datasets" + tc.query)
+		if p.status != http.StatusOK {
+			t.Errorf("%s: status %d", tc.name, p.status)
+			continue
+		}
+		if n := datasetRows(p.body); n != tc.rows {
+			t.Errorf("%s: %d rows, want %d", tc.name, n, tc.rows)
+		}
+		if got := strings.Contains(p.body, `href="/ui/datasets/`+sales+`"`); got != tc.hasSales {
+			t.Errorf("%s: sales-bot's dataset shown %v, want %v", tc.name, got, tc.hasSales)
+		}
+		if got := strings.Contains(p.body, "No dataset matches these filters."); got != tc.empty {
+			t.Errorf("%s: says nothing matches %v, want %v", tc.name, got, tc.empty)
+		}
+	}
+
+	t.Run("the form shows the filter back, labelled", func(t *testing.T) {
+		p := reader.get("/ui/datasets?agent=sales-bot&state=ready&since=" + today)
+		for _, want := range []string{`<option value="sales-bot" selected>`, `<option value="ready" selected>`,
+			`<label for="f-since">`, `id="f-since" name="since" value="` + today + `"`, `<label for="f-until">`} {
+			if !strings.Contains(p.body, want) {
+				t.Errorf("filter form lacks %q", want)
+			}
+		}
+	})
+	t.Run("the next page keeps the filter", func(t *testing.T) {
+		first := reader.get("/ui/datasets?agent=support-bot")
+		next := linkNamed(first.body, "Next page")
+		if datasetRows(first.body) != 25 || !strings.Contains(next, "agent=support-bot") || !strings.Contains(next, "cursor=") {
+			t.Fatalf("first page: %d rows, next %q", datasetRows(first.body), next)
+		}
+		second := reader.get(next)
+		if second.status != http.StatusOK || datasetRows(second.body) != 1 || strings.Contains(second.body, sales) {
+			t.Fatalf("second page: %d, %d rows\n%s", second.status, datasetRows(second.body), second.body)
+		}
+		if back := linkNamed(second.body, "First page"); back != "/ui/datasets?agent=support-bot" {
+			t.Errorf("first page link %q", back)
+		}
+		// A cursor of another filter is refused with a message, not a 500.
+		if p := reader.get(strings.Replace(next, "agent=support-bot", "agent=sales-bot", 1)); p.status != http.StatusBadRequest ||
+			!strings.Contains(p.body, "Start from the first page") {
+			t.Errorf("a cursor under another filter: %d", p.status)
+		}
+	})
+	t.Run("a bad filter is a 400 page that says why", func(t *testing.T) {
+		for q, want := range map[string]string{
+			"?state=done":                        `Unknown state &#34;done&#34;: choose building, ready or failed.`,
+			"?since=last+week":                   `The since date &#34;last week&#34; is not a date`,
+			"?since=2026-02-01&until=2026-01-01": "since must come before until",
+			"?agent=" + strings.Repeat("a", 256): "is not an agent id",
+			"?until=2026-13-01":                  `The until date`,
+		} {
+			p := reader.get("/ui/datasets" + q)
+			if p.status != http.StatusBadRequest || !strings.Contains(p.body, want) {
+				t.Errorf("%s: %d, want 400 saying %q\n%s", q, p.status, want, p.body)
+			}
+		}
+	})
+}
