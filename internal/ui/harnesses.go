@@ -30,6 +30,8 @@ type harnessesData struct {
 	Cursor, Next string
 	Form         harnessForm
 	Error        string
+	// Deleted says the page follows a deletion.
+	Deleted bool
 }
 
 // harnessList is GET /ui/harnesses?cursor: the tenant's registered
@@ -42,7 +44,7 @@ func (u *UI) showHarnesses(w http.ResponseWriter, r *http.Request, s session, st
 	if u.harnesses == nil {
 		return errNoRegistry
 	}
-	d := harnessesData{Cursor: r.URL.Query().Get("cursor"), Form: form, Error: msg}
+	d := harnessesData{Cursor: r.URL.Query().Get("cursor"), Form: form, Error: msg, Deleted: r.URL.Query().Get("deleted") == "1"}
 	var err error
 	if d.Rows, d.Next, err = u.harnesses.List(r.Context(), s.TenantID, store.Page{Limit: harnessesPage, Cursor: d.Cursor}); err != nil {
 		return err
@@ -79,6 +81,40 @@ func (u *UI) registerHarness(w http.ResponseWriter, r *http.Request, s session) 
 		return err
 	}
 	http.Redirect(w, r, Prefix+"harnesses/"+h.ID, http.StatusSeeOther)
+	return nil
+}
+
+// confirmDeleteHarness is GET /ui/harnesses/{id}/delete (admins): the
+// confirmation step, which says what deleting the harness does and holds
+// the form that does it.
+func (u *UI) confirmDeleteHarness(w http.ResponseWriter, r *http.Request, s session) error {
+	if !s.Admin() {
+		return errAdminOnly
+	}
+	h, err := u.harnessOf(r, s)
+	if err != nil {
+		return err
+	}
+	u.render(w, r, http.StatusOK, "harness-delete", view{Title: "Delete harness " + h.Name, Nav: "harnesses", Session: s, Data: h})
+	return nil
+}
+
+// deleteHarness is POST /ui/harnesses/{id}/delete (admins, with the CSRF
+// token): the same deletion as DELETE /api/v1/harnesses/{id} — the
+// harness and its sealed key, nothing else —, then the list says so. An
+// unknown or foreign id is a 404 page and deletes nothing.
+func (u *UI) deleteHarness(w http.ResponseWriter, r *http.Request, s session) error {
+	if !s.Admin() {
+		return errAdminOnly
+	}
+	h, err := u.harnessOf(r, s)
+	if err != nil {
+		return err
+	}
+	if err := u.harnesses.Delete(r.Context(), s.TenantID, h.ID); err != nil {
+		return err
+	}
+	http.Redirect(w, r, Prefix+"harnesses?deleted=1", http.StatusSeeOther)
 	return nil
 }
 

@@ -162,6 +162,8 @@ func (u *UI) routes() {
 	u.mux.Handle("GET /ui/harnesses", u.page(u.harnessList))
 	u.mux.Handle("POST /ui/harnesses", u.form(u.registerHarness))
 	u.mux.Handle("GET /ui/harnesses/{id}", u.page(u.harnessSessions))
+	u.mux.Handle("GET /ui/harnesses/{id}/delete", u.page(u.confirmDeleteHarness))
+	u.mux.Handle("POST /ui/harnesses/{id}/delete", u.form(u.deleteHarness))
 	u.mux.Handle("GET /ui/harnesses/{id}/runs/{run}", u.page(u.harnessRun))
 	u.mux.Handle("GET /ui/harnesses/{id}/runs/{run}/steps", u.page(u.harnessRunSteps))
 	u.mux.Handle("/ui/", u.public(func(w http.ResponseWriter, r *http.Request) error {
