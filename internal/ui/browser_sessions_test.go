@@ -54,6 +54,26 @@ func TestBrowserSessions(t *testing.T) {
 		t.Errorf("a page shows the harness's API key")
 	}
 
+	// Deleting it: a confirmation page first, a POST refused without the
+	// CSRF token, then the confirmed form, which lands on the list.
+	tb.visit("harness-delete-confirm", hpath+"/delete")
+	js = `fetch('` + hpath + `/delete', {method: 'POST'}).then(r => r.status)`
+	if status := eval[int](tb, js, chromedp.EvalAwaitPromise); status != http.StatusForbidden {
+		t.Errorf("POST %s/delete without the CSRF token: %d, want 403", hpath, status)
+	}
+	tb.drain()
+	tb.do(chromedp.Navigate(s.ts.URL+hpath+"/delete"), chromedp.WaitVisible(chromedp.CSS("form.confirm")),
+		chromedp.Submit(chromedp.CSS(`form.confirm button[type=submit]`)), chromedp.WaitVisible(chromedp.CSS("main [role=status]")))
+	if loc := tb.location(); !strings.HasSuffix(loc, "/ui/harnesses?deleted=1") {
+		t.Errorf("the confirmed deletion landed on %s", loc)
+	}
+	if n := eval[int](tb, `document.querySelectorAll('main a[href="`+hpath+`"]').length`); n != 0 {
+		t.Errorf("the deleted harness is still listed")
+	}
+	tb.checkKeyboard("harnesses-deleted")
+	tb.screenshot("harnesses-deleted")
+	tb.checkClean("harnesses-deleted")
+
 	// A rollout of Responses and Messages calls: its conversation shows
 	// the call with no chat form as a note and its native JSON, folded.
 	id := s.nativeRollout()

@@ -30,6 +30,23 @@ func TestBrowserDatasetsAndPromotions(t *testing.T) {
 	for _, p := range pages {
 		tb.visit(p.name, p.path)
 	}
+	// The datasets list filters with its GET form; the filter stays in
+	// the URL, and an empty result says so.
+	tb.do(chromedp.Navigate(s.ts.URL+"/ui/datasets"), chromedp.WaitVisible(chromedp.CSS("#f-agent")),
+		chromedp.SetValue(chromedp.CSS("#f-agent"), "support-bot"), chromedp.SetValue(chromedp.CSS("#f-state"), "ready"),
+		chromedp.Submit(chromedp.CSS(`form.filters button[type=submit]`)), chromedp.WaitVisible(chromedp.CSS("#f-agent")))
+	if loc := tb.location(); !strings.Contains(loc, "agent=support-bot") || !strings.Contains(loc, "state=ready") {
+		t.Errorf("the filter form went to %s", loc)
+	}
+	if n := eval[int](tb, `document.querySelectorAll('main table tbody tr').length`); n != 2 {
+		t.Errorf("support-bot's ready datasets: %d rows, want 2", n)
+	}
+	tb.drain()
+	tb.visit("datasets-filtered-empty", "/ui/datasets?state=failed")
+	if msg := eval[string](tb, `document.querySelector('main .empty').textContent`); msg != "No dataset matches these filters." {
+		t.Errorf("an empty filtered list says %q", msg)
+	}
+
 	// The evidence chart is drawn, with its text alternative.
 	tb.do(chromedp.Navigate(s.ts.URL+"/ui/promotions/"+seed.Promotion), chromedp.WaitVisible(chromedp.CSS("#chart-evidence svg")))
 	if n := eval[int](tb, `document.querySelectorAll('#chart-evidence .chart-data tbody tr').length`); n != 2 {
