@@ -78,6 +78,9 @@ type NewPromotion struct {
 type PromotionFilter struct {
 	AgentID string
 	State   string
+	// Since and Until keep only promotions started at or after Since and
+	// before Until; a zero end is open.
+	Since, Until time.Time
 }
 
 // PromotionEnd is how a running promotion ends: decided (promoted or

@@ -129,6 +129,9 @@ type BatchSummary struct {
 type BatchFilter struct {
 	AgentID string
 	State   gyre.BatchState
+	// Since and Until keep only batches created at or after Since and
+	// before Until; a zero end is open.
+	Since, Until time.Time
 }
 
 // Rollout is one attempt at one task by one agent: the attribution unit.

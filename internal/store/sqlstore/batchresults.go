@@ -42,7 +42,7 @@ func (s *Store) BatchSummary(ctx context.Context, tenantID, batchID string) (sto
 // ListBatches lists the tenant's batch summaries, newest first (batch ids
 // are UUIDv7, so id order is creation order).
 func (s *Store) ListBatches(ctx context.Context, tenantID string, f store.BatchFilter, p store.Page) ([]store.BatchSummary, string, error) {
-	cur := listCursor(tenantID, "batches", f.AgentID, string(f.State))
+	cur := listCursor(tenantID, "batches", append([]string{f.AgentID, string(f.State)}, windowScope(f.Since, f.Until)...)...)
 	after, err := cur.decodeID(p.Cursor)
 	if err != nil {
 		return nil, "", err
@@ -56,6 +56,14 @@ func (s *Store) ListBatches(ctx context.Context, tenantID string, f store.BatchF
 	if f.AgentID != "" {
 		args = append(args, f.AgentID)
 		inner += fmt.Sprintf(" AND b.agent_id = $%d", len(args))
+	}
+	if !f.Since.IsZero() {
+		args = append(args, f.Since.UnixMicro())
+		inner += fmt.Sprintf(" AND b.created_us >= $%d", len(args))
+	}
+	if !f.Until.IsZero() {
+		args = append(args, f.Until.UnixMicro())
+		inner += fmt.Sprintf(" AND b.created_us < $%d", len(args))
 	}
 	if after != "" {
 		args = append(args, after)

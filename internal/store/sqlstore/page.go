@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -51,6 +52,16 @@ func listCursor(tenantID, list string, filter ...string) cursorScope {
 		f.WriteString(strconv.Quote(v))
 	}
 	return cursorScope{tenantID: tenantID, list: list, filter: f.String()}
+}
+
+// windowScope is a time window's part of a cursor scope: nothing when
+// the window is open at both ends, so a list that gained a window filter
+// keeps its unfiltered cursors.
+func windowScope(since, until time.Time) []string {
+	if since.IsZero() && until.IsZero() {
+		return nil
+	}
+	return []string{strconv.FormatInt(micros(since), 10), strconv.FormatInt(micros(until), 10)}
 }
 
 // bindingLen is how many bytes of SHA-256 a cursor's binding keeps: it

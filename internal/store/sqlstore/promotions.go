@@ -199,7 +199,7 @@ func scanPromotion(row interface{ Scan(...any) error }) (store.Promotion, error)
 // ListPromotions lists the tenant's promotions, newest first (ids are
 // UUIDv7, so id order is creation order).
 func (s *Store) ListPromotions(ctx context.Context, tenantID string, f store.PromotionFilter, p store.Page) ([]store.Promotion, string, error) {
-	cur := listCursor(tenantID, "promotions", f.AgentID, f.State)
+	cur := listCursor(tenantID, "promotions", append([]string{f.AgentID, f.State}, windowScope(f.Since, f.Until)...)...)
 	after, err := cur.decodeID(p.Cursor)
 	if err != nil {
 		return nil, "", err
@@ -214,6 +214,14 @@ func (s *Store) ListPromotions(ctx context.Context, tenantID string, f store.Pro
 	if f.State != "" {
 		args = append(args, f.State)
 		q += fmt.Sprintf(" AND state = $%d", len(args))
+	}
+	if !f.Since.IsZero() {
+		args = append(args, f.Since.UnixMicro())
+		q += fmt.Sprintf(" AND created_us >= $%d", len(args))
+	}
+	if !f.Until.IsZero() {
+		args = append(args, f.Until.UnixMicro())
+		q += fmt.Sprintf(" AND created_us < $%d", len(args))
 	}
 	if after != "" {
 		args = append(args, after)

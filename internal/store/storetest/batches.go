@@ -17,6 +17,7 @@ func runBatches(t *testing.T, open Opener) {
 	t.Run("BatchResultsAggregate", func(t *testing.T) { t.Parallel(); testBatchResultsAggregate(t, open) })
 	t.Run("CancelledBatchGroupsAreNotComplete", func(t *testing.T) { t.Parallel(); testCancelledBatchGroups(t, open) })
 	t.Run("ListBatches", func(t *testing.T) { t.Parallel(); testListBatches(t, open) })
+	t.Run("ListBatchesByCreationWindow", func(t *testing.T) { t.Parallel(); testListBatchesByWindow(t, open) })
 	t.Run("BatchIdempotencyKeyReusedWithAnotherBody", func(t *testing.T) { t.Parallel(); testBatchIdempotencyKeyReused(t, open) })
 }
 
@@ -266,5 +267,60 @@ func testBatchIdempotencyKeyReused(t *testing.T, open Opener) {
 	f.clk.Advance(time.Hour)
 	if _, _, _, err := f.s.CreateBatch(t.Context(), nb); !errors.Is(err, store.ErrIdempotencyKeyReused) {
 		t.Fatalf("the renewed key remembers its new body: err = %v", err)
+	}
+}
+
+// The batches list keeps the batches created in a window (since
+// inclusive, until exclusive), with the other filters and within pages;
+// an unfiltered cursor stays valid and a windowed one is bound to its
+// window.
+func testListBatchesByWindow(t *testing.T, open Opener) {
+	f := newRolloutFixture(t, open, 1)
+	t0 := f.clk.Now()
+	a, _ := f.batch(t, store.NewBatch{})
+	f.clk.Advance(time.Hour)
+	b, _ := f.batch(t, store.NewBatch{AgentID: "agent-2"})
+	f.clk.Advance(time.Hour)
+	c, _ := f.batch(t, store.NewBatch{})
+	list := func(fl store.BatchFilter) []string {
+		t.Helper()
+		var ids []string
+		cursor := ""
+		for {
+			sums, next, err := f.s.ListBatches(t.Context(), f.tenant.ID, fl, store.Page{Limit: 1, Cursor: cursor})
+			if err != nil {
+				t.Fatalf("ListBatches(%+v): %v", fl, err)
+			}
+			for _, s := range sums {
+				ids = append(ids, s.ID)
+			}
+			if next == "" {
+				return ids
+			}
+			cursor = next
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		f    store.BatchFilter
+		want []string
+	}{
+		{"since is inclusive", store.BatchFilter{Since: t0.Add(time.Hour)}, []string{c.ID, b.ID}},
+		{"until is exclusive", store.BatchFilter{Until: t0.Add(time.Hour)}, []string{a.ID}},
+		{"window", store.BatchFilter{Since: t0.Add(time.Minute), Until: t0.Add(2 * time.Hour)}, []string{b.ID}},
+		{"window and agent", store.BatchFilter{AgentID: "agent-1", Since: t0, Until: t0.Add(3 * time.Hour)}, []string{c.ID, a.ID}},
+		{"window and state", store.BatchFilter{State: gyre.BatchFinished, Since: t0}, nil},
+		{"empty window", store.BatchFilter{Since: t0.Add(3 * time.Hour)}, nil},
+	} {
+		if got := list(tc.f); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	_, next, err := f.s.ListBatches(t.Context(), f.tenant.ID, store.BatchFilter{Since: t0}, store.Page{Limit: 1})
+	if err != nil || next == "" {
+		t.Fatalf("first windowed page: %q %v", next, err)
+	}
+	if _, _, err := f.s.ListBatches(t.Context(), f.tenant.ID, store.BatchFilter{Since: t0.Add(time.Hour)}, store.Page{Limit: 1, Cursor: next}); !errors.Is(err, store.ErrInvalidCursor) {
+		t.Errorf("a cursor of another window: %v, want ErrInvalidCursor", err)
 	}
 }

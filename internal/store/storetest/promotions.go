@@ -31,6 +31,7 @@ func runPromotions(t *testing.T, open Opener) {
 	t.Run("FailedCancelsBothBatches", func(t *testing.T) { t.Parallel(); testFailedPromotionCancelsBatches(t, open) })
 	t.Run("TallyCountsEndedUnreplacedRollouts", func(t *testing.T) { t.Parallel(); testTallyPromotion(t, open) })
 	t.Run("ListNewestFirstWithFilters", func(t *testing.T) { t.Parallel(); testListPromotions(t, open) })
+	t.Run("ListByStartWindow", func(t *testing.T) { t.Parallel(); testListPromotionsByWindow(t, open) })
 	t.Run("RenewJobKeepsTheLease", func(t *testing.T) { t.Parallel(); testRenewJob(t, open) })
 }
 
@@ -643,4 +644,58 @@ func SeedPromotionAgent(t testing.TB, s store.Store, n int) (tenantID string, ta
 		taskIDs = append(taskIDs, tk.ID)
 	}
 	return tn.ID, taskIDs
+}
+
+// The promotions list keeps the promotions started in a window (since
+// inclusive, until exclusive), with the other filters and within pages.
+func testListPromotionsByWindow(t *testing.T, open Opener) {
+	f := newPromoFixture(t, open, 1)
+	ctx := t.Context()
+	t0 := f.clk.Now()
+	var ids []string
+	for i := range 3 {
+		p := f.create(t, f.newPromotion(t))
+		ids = append(ids, p.ID)
+		if i < 2 {
+			if _, err := f.s.EndPromotion(ctx, f.tid, p.ID, store.PromotionEnd{State: promotion.StateRejected,
+				Reasons: []string{"no_graded_tasks"}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		f.clk.Advance(time.Hour)
+	}
+	list := func(flt store.PromotionFilter) []string {
+		t.Helper()
+		var out []string
+		cursor := ""
+		for {
+			page, next, err := f.s.ListPromotions(ctx, f.tid, flt, store.Page{Limit: 1, Cursor: cursor})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range page {
+				out = append(out, p.ID)
+			}
+			if next == "" {
+				return out
+			}
+			cursor = next
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		f    store.PromotionFilter
+		want []string
+	}{
+		{"since is inclusive", store.PromotionFilter{Since: t0.Add(time.Hour)}, []string{ids[2], ids[1]}},
+		{"until is exclusive", store.PromotionFilter{Until: t0.Add(time.Hour)}, []string{ids[0]}},
+		{"window", store.PromotionFilter{Since: t0.Add(time.Minute), Until: t0.Add(2 * time.Hour)}, []string{ids[1]}},
+		{"window and state", store.PromotionFilter{State: promotion.StateRejected, Since: t0}, []string{ids[1], ids[0]}},
+		{"window and agent", store.PromotionFilter{AgentID: "agent-2", Since: t0}, nil},
+		{"empty window", store.PromotionFilter{Since: t0.Add(3 * time.Hour)}, nil},
+	} {
+		if got := list(tc.f); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
 }
