@@ -56,22 +56,26 @@ func rowOf(b store.BatchSummary) batchRow {
 }
 
 type batchesData struct {
-	Agents       []string
-	Agent, State string
+	Agents []string
+	// Filter is the list's agent, state and creation-date filter.
+	Filter       listFilter
 	States       []string
 	Rows         []batchRow
 	Cursor, Next string
 }
 
-// batches is GET /ui/batches?agent&state&cursor: the tenant's batches,
-// newest first, a page at a time.
+// batchStates are the states the batches list filters on.
+var batchStates = []string{string(gyre.BatchRunning), string(gyre.BatchFinished), string(gyre.BatchCancelled)}
+
+// batches is GET /ui/batches?agent&state&since&until&cursor: the
+// tenant's batches, newest first, a page at a time.
 func (u *UI) batches(w http.ResponseWriter, r *http.Request, s session) error {
-	q := r.URL.Query()
-	d := batchesData{Agent: q.Get("agent"), State: q.Get("state"), Cursor: q.Get("cursor"),
-		States: []string{string(gyre.BatchRunning), string(gyre.BatchFinished), string(gyre.BatchCancelled)}}
-	if d.State != "" && !validBatchState(d.State) {
-		return badRequest("Unknown batch state %q: choose running, finished or cancelled.", d.State)
+	d := batchesData{Cursor: r.URL.Query().Get("cursor"), States: batchStates}
+	f, win, err := parseListFilter(r.URL.Query(), batchStates)
+	if err != nil {
+		return err
 	}
+	d.Filter = f
 	agents, err := u.store.AgentsSeen(r.Context(), s.TenantID, maxAgents)
 	if err != nil {
 		return err
@@ -79,8 +83,10 @@ func (u *UI) batches(w http.ResponseWriter, r *http.Request, s session) error {
 	for _, a := range agents {
 		d.Agents = append(d.Agents, a.AgentID)
 	}
+	d.Agents = withChosen(d.Agents, f.Agent)
 	list, next, err := u.store.ListBatches(r.Context(), s.TenantID,
-		store.BatchFilter{AgentID: d.Agent, State: gyre.BatchState(d.State)}, store.Page{Limit: batchesPage, Cursor: d.Cursor})
+		store.BatchFilter{AgentID: f.Agent, State: gyre.BatchState(f.State), Since: win.Since, Until: win.Until},
+		store.Page{Limit: batchesPage, Cursor: d.Cursor})
 	if err != nil {
 		return err
 	}
@@ -90,14 +96,6 @@ func (u *UI) batches(w http.ResponseWriter, r *http.Request, s session) error {
 	}
 	u.render(w, r, http.StatusOK, "batches", view{Title: "Batches", Nav: "batches", Session: s, Data: d})
 	return nil
-}
-
-func validBatchState(s string) bool {
-	switch gyre.BatchState(s) {
-	case gyre.BatchRunning, gyre.BatchFinished, gyre.BatchCancelled:
-		return true
-	}
-	return false
 }
 
 // rolloutFilterForm is the batch page's rollout filters as the form has them.

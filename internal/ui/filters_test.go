@@ -130,3 +130,93 @@ func TestDatasetsListFiltersByAgentStateAndDate(t *testing.T) {
 		}
 	})
 }
+
+// rowsLinking counts a list page's rows by their first cell's link.
+func rowsLinking(body, prefix string) int {
+	return strings.Count(body, `<td><a class="mono" href="`+prefix)
+}
+
+// The batches list filters by agent, state and creation date, keeps the
+// filter in its page links, and says so when nothing matches.
+func TestBatchesListFiltersByAgentStateAndDate(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	s.call("POST", "/api/v1/suites", s.admin, map[string]any{"name": "desk", "cases": []any{
+		map[string]any{"id": "refund", "input": map[string]any{"question": "Refund?"}, "graders": []any{map[string]any{"contains": "refund"}}},
+	}}, http.StatusCreated, nil)
+	var tasks struct {
+		Items []struct {
+			TaskID string `json:"task_id"`
+		} `json:"items"`
+	}
+	s.call("POST", "/api/v1/tasks", s.admin, map[string]any{"suite": "desk"}, http.StatusCreated, &tasks)
+	mk := func(agent string) string {
+		var b struct {
+			BatchID string `json:"batch_id"`
+		}
+		s.call("POST", "/api/v1/batches", s.admin, map[string]any{"agent_id": agent, "task_ids": []string{tasks.Items[0].TaskID}}, http.StatusCreated, &b)
+		return b.BatchID
+	}
+	sales := mk("sales-bot")
+	if _, err := s.st.CancelBatch(t.Context(), s.tenant.ID, sales); err != nil {
+		t.Fatal(err)
+	}
+	for range 26 {
+		mk("support-bot")
+	}
+	today := time.Now().UTC().Format(time.DateOnly)
+	tomorrow := time.Now().UTC().AddDate(0, 0, 1).Format(time.DateOnly)
+	yesterday := time.Now().UTC().AddDate(0, 0, -1).Format(time.DateOnly)
+
+	reader := s.client()
+	reader.signIn(s.reader)
+	for _, tc := range []struct {
+		name, query string
+		rows        int
+		hasSales    bool
+		empty       bool
+	}{
+		{"every batch, first page", "", 25, false, false},
+		{"one agent", "?agent=sales-bot", 1, true, false},
+		{"cancelled", "?state=cancelled", 1, true, false},
+		{"none finished", "?state=finished", 0, false, true},
+		{"created today, the until day included", "?agent=sales-bot&since=" + today + "&until=" + today, 1, true, false},
+		{"created from tomorrow", "?since=" + tomorrow, 0, false, true},
+		{"created until yesterday", "?until=" + yesterday, 0, false, true},
+	} {
+		p := reader.get("/ui/batches" + tc.query)
+		if p.status != http.StatusOK {
+			t.Errorf("%s: status %d", tc.name, p.status)
+			continue
+		}
+		if n := rowsLinking(p.body, "/ui/batches/"); n != tc.rows {
+			t.Errorf("%s: %d rows, want %d", tc.name, n, tc.rows)
+		}
+		if got := strings.Contains(p.body, `href="/ui/batches/`+sales+`"`); got != tc.hasSales {
+			t.Errorf("%s: sales-bot's batch shown %v, want %v", tc.name, got, tc.hasSales)
+		}
+		if got := strings.Contains(p.body, "No batch matches these filters."); got != tc.empty {
+			t.Errorf("%s: says nothing matches %v, want %v", tc.name, got, tc.empty)
+		}
+	}
+	first := reader.get("/ui/batches?agent=support-bot&state=running&since=" + today)
+	next := linkNamed(first.body, "Next page")
+	for _, want := range []string{"agent=support-bot", "state=running", "since=" + today, "cursor="} {
+		if !strings.Contains(next, want) {
+			t.Fatalf("next page link %q lacks %s", next, want)
+		}
+	}
+	if second := reader.get(next); second.status != http.StatusOK || rowsLinking(second.body, "/ui/batches/") != 1 || strings.Contains(second.body, sales) {
+		t.Fatalf("second page: %d\n%s", second.status, second.body)
+	}
+	for q, want := range map[string]string{
+		"?state=done":                        "Unknown state &#34;done&#34;: choose running, finished or cancelled.",
+		"?until=next+week":                   "The until date &#34;next week&#34; is not a date",
+		"?agent=%2Fetc":                      "is not an agent id",
+		"?since=2026-02-02&until=2026-02-01": "since must come before until",
+	} {
+		if p := reader.get("/ui/batches" + q); p.status != http.StatusBadRequest || !strings.Contains(p.body, want) {
+			t.Errorf("%s: %d, want 400 saying %q", q, p.status, want)
+		}
+	}
+}

@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
-	"slices"
 
-	"github.com/gyrehq/gyre/flywheel"
 	"github.com/gyrehq/gyre/internal/promotion"
 	"github.com/gyrehq/gyre/internal/store"
 	"github.com/gyrehq/gyre/internal/ui/chart"
@@ -21,24 +19,23 @@ const promotionsPage = 25
 var promotionStates = []string{promotion.StateRunning, promotion.StatePromoted, promotion.StateRejected, promotion.StateFailed}
 
 type promotionsData struct {
-	Agents       []string
-	Agent, State string
+	Agents []string
+	// Filter is the list's agent, state and start-date filter.
+	Filter       listFilter
 	States       []string
 	Rows         []store.Promotion
 	Cursor, Next string
 }
 
-// promotions is GET /ui/promotions?agent&state&cursor: the tenant's
-// promotions, newest first.
+// promotions is GET /ui/promotions?agent&state&since&until&cursor: the
+// tenant's promotions, newest first.
 func (u *UI) promotions(w http.ResponseWriter, r *http.Request, s session) error {
-	q := r.URL.Query()
-	d := promotionsData{Agent: q.Get("agent"), State: q.Get("state"), Cursor: q.Get("cursor"), States: promotionStates}
-	if d.State != "" && !slices.Contains(promotionStates, d.State) {
-		return badRequest("Unknown promotion state %q: choose running, promoted, rejected or failed.", d.State)
+	d := promotionsData{Cursor: r.URL.Query().Get("cursor"), States: promotionStates}
+	f, win, err := parseListFilter(r.URL.Query(), promotionStates)
+	if err != nil {
+		return err
 	}
-	if d.Agent != "" && flywheel.ValidateAgentID(d.Agent) != nil {
-		return badRequest("%q is not an agent id.", d.Agent)
-	}
+	d.Filter = f
 	agents, err := u.store.AgentsSeen(r.Context(), s.TenantID, maxAgents)
 	if err != nil {
 		return err
@@ -46,7 +43,9 @@ func (u *UI) promotions(w http.ResponseWriter, r *http.Request, s session) error
 	for _, a := range agents {
 		d.Agents = append(d.Agents, a.AgentID)
 	}
-	d.Rows, d.Next, err = u.store.ListPromotions(r.Context(), s.TenantID, store.PromotionFilter{AgentID: d.Agent, State: d.State},
+	d.Agents = withChosen(d.Agents, f.Agent)
+	d.Rows, d.Next, err = u.store.ListPromotions(r.Context(), s.TenantID,
+		store.PromotionFilter{AgentID: f.Agent, State: f.State, Since: win.Since, Until: win.Until},
 		store.Page{Limit: promotionsPage, Cursor: d.Cursor})
 	if err != nil {
 		return err

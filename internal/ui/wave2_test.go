@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gyrehq/gyre/internal/store"
 )
@@ -62,14 +63,48 @@ func TestDatasetsPoliciesAndPromotionsPages(t *testing.T) {
 		}
 	})
 
+	t.Run("the promotions list filters by agent, state and start date", func(t *testing.T) {
+		p, err := s.st.GetPromotion(ctx, s.tenant.ID, seed.Promotion)
+		if err != nil {
+			t.Fatal(err)
+		}
+		other := "running"
+		if p.State == other {
+			other = "failed"
+		}
+		today := time.Now().UTC().Format(time.DateOnly)
+		tomorrow := time.Now().UTC().AddDate(0, 0, 1).Format(time.DateOnly)
+		for _, tc := range []struct {
+			query string
+			shown bool
+		}{
+			{"", true},
+			{"?agent=support-bot", true},
+			{"?agent=queued-bot", false},
+			{"?state=" + p.State, true},
+			{"?state=" + other, false},
+			{"?since=" + today + "&until=" + today, true},
+			{"?since=" + tomorrow, false},
+		} {
+			page := reader.get("/ui/promotions" + tc.query)
+			shown := strings.Contains(page.body, `href="/ui/promotions/`+seed.Promotion+`"`)
+			if page.status != http.StatusOK || shown != tc.shown || strings.Contains(page.body, "No promotion matches these filters.") == tc.shown {
+				t.Errorf("%s: %d, shown %v, want %v", tc.query, page.status, shown, tc.shown)
+			}
+		}
+		if page := reader.get("/ui/promotions?since=someday"); page.status != http.StatusBadRequest || !strings.Contains(page.body, "is not a date") {
+			t.Errorf("a bad since: %d", page.status)
+		}
+	})
+
 	t.Run("a reader sees no admin form", func(t *testing.T) {
-		if b := reader.get("/ui/datasets").body; strings.Contains(b, `action="/ui/datasets"`) || strings.Contains(b, "Create a dataset") {
+		if b := reader.get("/ui/datasets").body; strings.Contains(b, `method="post" action="/ui/datasets"`) || strings.Contains(b, "Create a dataset") {
 			t.Error("a reader sees the create form")
 		}
 		if b := reader.get("/ui/agents/support-bot").body; strings.Contains(b, "/rollback") {
 			t.Error("a reader sees the rollback button")
 		}
-		if b := admin.get("/ui/datasets").body; !strings.Contains(b, `action="/ui/datasets"`) {
+		if b := admin.get("/ui/datasets").body; !strings.Contains(b, `method="post" action="/ui/datasets"`) {
 			t.Error("an admin does not see the create form")
 		}
 		if b := admin.get("/ui/agents/support-bot").body; !strings.Contains(b, `action="/ui/agents/support-bot/rollback"`) {
