@@ -231,7 +231,27 @@ const (
 	barLabelW = 250
 	barValueW = 56
 	maxLabel  = 28
+	// A bar chart's label column fits its longest label, at about
+	// barCharW units a character of the 14-unit tick font, between
+	// barLabelMin and barLabelMax units; labels longer than
+	// maxBarLabel characters are cut (the title and the data table keep
+	// them whole). Reason codes such as excluded:substrate_unavailable
+	// thus show whole, and short state names leave the bars room.
+	barCharW    = 7.5
+	barLabelMin = 110
+	barLabelMax = 320
+	maxBarLabel = 40
 )
+
+// barLabelWidth is the label column of bars: room for the longest label
+// (cut at maxBarLabel characters) and the gap before the axis.
+func barLabelWidth(bars []Bar) int {
+	longest := 0
+	for _, b := range bars {
+		longest = max(longest, min(len([]rune(b.Label)), maxBarLabel))
+	}
+	return min(max(int(math.Ceil(float64(longest)*barCharW))+12, barLabelMin), barLabelMax)
+}
 
 // SVG renders the bar chart.
 func (c Bars) SVG() template.HTML {
@@ -246,25 +266,26 @@ func (c Bars) SVG() template.HTML {
 		top = 1
 	}
 	height := marginT + barRow*len(c.Bars) + 8
-	plotW := float64(width - barLabelW - barValueW - marginR)
+	labelW := barLabelWidth(c.Bars)
+	plotW := float64(width - labelW - barValueW - marginR)
 	var b strings.Builder
 	c.open(&b, height)
 	rows := make([][2]string, len(c.Bars))
 	for i, bar := range c.Bars {
 		y := marginT + barRow*i
 		label := bar.Label
-		if r := []rune(label); len(r) > maxLabel {
-			label = string(r[:maxLabel-1]) + "…"
+		if r := []rune(label); len(r) > maxBarLabel {
+			label = string(r[:maxBarLabel-1]) + "…"
 		}
 		w := plotW * math.Max(bar.Value, 0) / top
 		fmt.Fprintf(&b, `<text class="tick" x="%d" y="%d" text-anchor="end">%s<title>%s</title></text>`,
-			barLabelW-8, y+15, esc(label), esc(bar.Label))
+			labelW-8, y+15, esc(label), esc(bar.Label))
 		fmt.Fprintf(&b, `<rect class="bar" x="%d" y="%d" width="%s" height="%d"><title>%s: %s</title></rect>`,
-			barLabelW, y+3, num(w), barRow-8, esc(bar.Label), esc(formatCount(bar.Value)))
-		fmt.Fprintf(&b, `<text class="value" x="%s" y="%d">%s</text>`, num(float64(barLabelW)+w+6), y+15, esc(formatCount(bar.Value)))
+			labelW, y+3, num(w), barRow-8, esc(bar.Label), esc(formatCount(bar.Value)))
+		fmt.Fprintf(&b, `<text class="value" x="%s" y="%d">%s</text>`, num(float64(labelW)+w+6), y+15, esc(formatCount(bar.Value)))
 		rows[i] = [2]string{bar.Label, formatCount(bar.Value)}
 	}
-	fmt.Fprintf(&b, `<line class="axis" x1="%d" x2="%d" y1="%d" y2="%d"/>`, barLabelW, barLabelW, marginT, marginT+barRow*len(c.Bars))
+	fmt.Fprintf(&b, `<line class="axis" x1="%d" x2="%d" y1="%d" y2="%d"/>`, labelW, labelW, marginT, marginT+barRow*len(c.Bars))
 	b.WriteString(`</svg>`)
 	table(&b, [2]string{"category", c.ValueLabel}, rows)
 	b.WriteString(`</figure>`)

@@ -150,3 +150,32 @@ func TestCountTicksAreWholeAndCoverTheMaximum(t *testing.T) {
 		}
 	}
 }
+
+// A bar chart's label column fits its longest label: a reason code of up
+// to 40 characters is shown whole, a longer one is cut with an ellipsis
+// (its title keeps it whole), and short labels leave the bars the room.
+func TestBarLabelsFitTheirColumn(t *testing.T) {
+	t.Parallel()
+	long := "unreconciled:gateway_records_lost"
+	tooLong := strings.Repeat("x", 45)
+	for _, tc := range []struct {
+		name       string
+		bars       []Bar
+		shown      string
+		minW, maxW int
+	}{
+		{"short labels", []Bar{{"graded", 3}, {"queued", 1}}, ">graded<title>", barLabelMin, barLabelMin},
+		{"a reason code whole", []Bar{{"excluded:substrate_unavailable", 1}, {long, 2}}, ">" + long + "<title>", 250, 270},
+		{"a label cut at 40 characters", []Bar{{tooLong, 1}}, ">" + strings.Repeat("x", 39) + "…<title>" + tooLong + "</title>", barLabelMax - 20, barLabelMax},
+	} {
+		w := barLabelWidth(tc.bars)
+		if w < tc.minW || w > tc.maxW {
+			t.Errorf("%s: label column %d, want %d to %d", tc.name, w, tc.minW, tc.maxW)
+		}
+		svg := Bars{Meta: Meta{ID: "b", Title: "T", Desc: "D"}, Bars: tc.bars, ValueLabel: "rollouts"}.SVG()
+		wellFormed(t, svg)
+		if !strings.Contains(string(svg), tc.shown) {
+			t.Errorf("%s: the chart lacks %q:\n%s", tc.name, tc.shown, svg)
+		}
+	}
+}
