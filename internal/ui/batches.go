@@ -57,6 +57,9 @@ func rowOf(b store.BatchSummary) batchRow {
 
 type batchesData struct {
 	Agents []string
+	// FilterError says why the filter was refused (the page is then a
+	// 400 with the form to correct it).
+	FilterError string
 	// Filter is the list's agent, state and creation-date filter.
 	Filter       listFilter
 	States       []string
@@ -72,10 +75,11 @@ var batchStates = []string{string(gyre.BatchRunning), string(gyre.BatchFinished)
 func (u *UI) batches(w http.ResponseWriter, r *http.Request, s session) error {
 	d := batchesData{Cursor: r.URL.Query().Get("cursor"), States: batchStates}
 	f, win, err := parseListFilter(r.URL.Query(), batchStates)
-	if err != nil {
+	d.Filter = f
+	var status int
+	if d.FilterError, status, err = filterProblem(err); err != nil {
 		return err
 	}
-	d.Filter = f
 	agents, err := u.store.AgentsSeen(r.Context(), s.TenantID, maxAgents)
 	if err != nil {
 		return err
@@ -84,17 +88,19 @@ func (u *UI) batches(w http.ResponseWriter, r *http.Request, s session) error {
 		d.Agents = append(d.Agents, a.AgentID)
 	}
 	d.Agents = withChosen(d.Agents, f.Agent)
-	list, next, err := u.store.ListBatches(r.Context(), s.TenantID,
-		store.BatchFilter{AgentID: f.Agent, State: gyre.BatchState(f.State), Since: win.Since, Until: win.Until},
-		store.Page{Limit: batchesPage, Cursor: d.Cursor})
-	if err != nil {
-		return err
+	if d.FilterError == "" {
+		list, next, err := u.store.ListBatches(r.Context(), s.TenantID,
+			store.BatchFilter{AgentID: f.Agent, State: gyre.BatchState(f.State), Since: win.Since, Until: win.Until},
+			store.Page{Limit: batchesPage, Cursor: d.Cursor})
+		if err != nil {
+			return err
+		}
+		d.Next = next
+		for _, b := range list {
+			d.Rows = append(d.Rows, rowOf(b))
+		}
 	}
-	d.Next = next
-	for _, b := range list {
-		d.Rows = append(d.Rows, rowOf(b))
-	}
-	u.render(w, r, http.StatusOK, "batches", view{Title: "Batches", Nav: "batches", Session: s, Data: d})
+	u.render(w, r, status, "batches", view{Title: "Batches", Nav: "batches", Session: s, Data: d})
 	return nil
 }
 

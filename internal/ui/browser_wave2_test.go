@@ -47,6 +47,17 @@ func TestBrowserDatasetsAndPromotions(t *testing.T) {
 		t.Errorf("an empty filtered list says %q", msg)
 	}
 
+	// A refused filter is a message above the form, which keeps the
+	// refused value to correct.
+	tb.do(chromedp.Navigate(s.ts.URL+"/ui/datasets?since=someday"), chromedp.WaitVisible(chromedp.CSS("main [role=alert]")))
+	if v := eval[string](tb, `document.querySelector('#f-since').value`); v != "someday" {
+		t.Errorf("the refused date field holds %q", v)
+	}
+	tb.checkKeyboard("datasets-bad-filter")
+	tb.screenshot("datasets-bad-filter")
+	tb.dropProblems("status of 400") // the browser logs the page's status
+	tb.checkClean("datasets-bad-filter")
+
 	// The evidence chart is drawn, with its text alternative.
 	tb.do(chromedp.Navigate(s.ts.URL+"/ui/promotions/"+seed.Promotion), chromedp.WaitVisible(chromedp.CSS("#chart-evidence svg")))
 	if n := eval[int](tb, `document.querySelectorAll('#chart-evidence .chart-data tbody tr').length`); n != 2 {
@@ -71,15 +82,7 @@ func TestBrowserDatasetsAndPromotions(t *testing.T) {
 	}
 	tb.checkKeyboard("agent-rollback-refused")
 	tb.screenshot("agent-rollback-refused")
-	tb.mu.Lock() // the browser logs the 409 status, nothing else may go wrong
-	var rest []string
-	for _, p := range tb.problems {
-		if !strings.Contains(p, "status of 409") {
-			rest = append(rest, p)
-		}
-	}
-	tb.problems = rest
-	tb.mu.Unlock()
+	tb.dropProblems("status of 409") // the browser logs the 409 status, nothing else may go wrong
 	tb.checkClean("agent-rollback-refused")
 
 	// Creating a dataset with the form lands on its page, which follows
@@ -105,4 +108,18 @@ func TestBrowserDatasetsAndPromotions(t *testing.T) {
 			t.Errorf("%s: a reader sees %d admin forms", p.name, n)
 		}
 	}
+}
+
+// dropProblems forgets the console problems that hold text (the browser
+// logs a page's error status, which the test expects).
+func (tb *tab) dropProblems(text string) {
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	var rest []string
+	for _, p := range tb.problems {
+		if !strings.Contains(p, text) {
+			rest = append(rest, p)
+		}
+	}
+	tb.problems = rest
 }

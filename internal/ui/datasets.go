@@ -48,9 +48,11 @@ var datasetStates = []string{store.DatasetBuilding, store.DatasetReady, store.Da
 type datasetsData struct {
 	Rows         []store.Dataset
 	Cursor, Next string
-	// Filter is the list's filter form; States its state choices.
-	Filter listFilter
-	States []string
+	// Filter is the list's filter form, FilterError why it was refused;
+	// States are its state choices.
+	Filter      listFilter
+	FilterError string
+	States      []string
 	// Agents fill the filter's and the create form's agent choices.
 	Agents []string
 	// The create form (admins only): its choices, values and error.
@@ -69,15 +71,21 @@ func (u *UI) datasets(w http.ResponseWriter, r *http.Request, s session) error {
 func (u *UI) showDatasets(w http.ResponseWriter, r *http.Request, s session, status int, form datasetForm, msg string) error {
 	d := datasetsData{Cursor: r.URL.Query().Get("cursor"), States: datasetStates, Formats: dataset.Formats, Form: form, Error: msg}
 	var (
-		win window
-		err error
+		win  window
+		err  error
+		code int
 	)
-	if d.Filter, win, err = parseListFilter(r.URL.Query(), datasetStates); err != nil {
+	d.Filter, win, err = parseListFilter(r.URL.Query(), datasetStates)
+	if d.FilterError, code, err = filterProblem(err); err != nil {
 		return err
 	}
-	f := store.DatasetFilter{AgentID: d.Filter.Agent, State: d.Filter.State, Since: win.Since, Until: win.Until}
-	if d.Rows, d.Next, err = u.store.FilterDatasets(r.Context(), s.TenantID, f, store.Page{Limit: datasetsPage, Cursor: d.Cursor}); err != nil {
-		return err
+	if d.FilterError != "" {
+		status = code
+	} else {
+		f := store.DatasetFilter{AgentID: d.Filter.Agent, State: d.Filter.State, Since: win.Since, Until: win.Until}
+		if d.Rows, d.Next, err = u.store.FilterDatasets(r.Context(), s.TenantID, f, store.Page{Limit: datasetsPage, Cursor: d.Cursor}); err != nil {
+			return err
+		}
 	}
 	agents, err := u.store.AgentsSeen(r.Context(), s.TenantID, maxAgents)
 	if err != nil {

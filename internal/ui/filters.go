@@ -1,6 +1,8 @@
 package ui
 
 import (
+	"errors"
+	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -83,4 +85,18 @@ func withChosen(agents []string, chosen string) []string {
 		return agents
 	}
 	return append(agents, chosen)
+}
+
+// filterProblem is what a list page shows for a bad filter: the message
+// of parseListFilter's error, shown above the filter form the user can
+// correct (status 400). Any other error is returned as it is.
+func filterProblem(err error) (string, int, error) {
+	if err == nil {
+		return "", http.StatusOK, nil
+	}
+	var pe *pageError
+	if errors.As(err, &pe) && pe.status == http.StatusBadRequest {
+		return pe.msg, http.StatusBadRequest, nil
+	}
+	return "", 0, err
 }

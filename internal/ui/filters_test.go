@@ -127,6 +127,11 @@ func TestDatasetsListFiltersByAgentStateAndDate(t *testing.T) {
 			if p.status != http.StatusBadRequest || !strings.Contains(p.body, want) {
 				t.Errorf("%s: %d, want 400 saying %q\n%s", q, p.status, want, p.body)
 			}
+			// The page keeps the form to correct, and lists nothing.
+			if !strings.Contains(p.body, `<form class="filters"`) || !strings.Contains(p.body, `role="alert"`) ||
+				datasetRows(p.body) != 0 || strings.Contains(p.body, "No dataset matches") {
+				t.Errorf("%s: the refused filter's page lacks its form or lists rows\n%s", q, p.body)
+			}
 		}
 	})
 }
@@ -215,8 +220,13 @@ func TestBatchesListFiltersByAgentStateAndDate(t *testing.T) {
 		"?agent=%2Fetc":                      "is not an agent id",
 		"?since=2026-02-02&until=2026-02-01": "since must come before until",
 	} {
-		if p := reader.get("/ui/batches" + q); p.status != http.StatusBadRequest || !strings.Contains(p.body, want) {
-			t.Errorf("%s: %d, want 400 saying %q", q, p.status, want)
+		if p := reader.get("/ui/batches" + q); p.status != http.StatusBadRequest || !strings.Contains(p.body, want) ||
+			!strings.Contains(p.body, `<form class="filters"`) || rowsLinking(p.body, "/ui/batches/") != 0 {
+			t.Errorf("%s: %d, want 400 saying %q above the filter form", q, p.status, want)
 		}
+	}
+	// The refused value stays in the form to correct.
+	if p := reader.get("/ui/batches?since=next+week"); !strings.Contains(p.body, `name="since" value="next week"`) {
+		t.Error("the refused date is not in the form")
 	}
 }

@@ -20,6 +20,9 @@ var promotionStates = []string{promotion.StateRunning, promotion.StatePromoted, 
 
 type promotionsData struct {
 	Agents []string
+	// FilterError says why the filter was refused (the page is then a
+	// 400 with the form to correct it).
+	FilterError string
 	// Filter is the list's agent, state and start-date filter.
 	Filter       listFilter
 	States       []string
@@ -32,10 +35,11 @@ type promotionsData struct {
 func (u *UI) promotions(w http.ResponseWriter, r *http.Request, s session) error {
 	d := promotionsData{Cursor: r.URL.Query().Get("cursor"), States: promotionStates}
 	f, win, err := parseListFilter(r.URL.Query(), promotionStates)
-	if err != nil {
+	d.Filter = f
+	var status int
+	if d.FilterError, status, err = filterProblem(err); err != nil {
 		return err
 	}
-	d.Filter = f
 	agents, err := u.store.AgentsSeen(r.Context(), s.TenantID, maxAgents)
 	if err != nil {
 		return err
@@ -44,13 +48,15 @@ func (u *UI) promotions(w http.ResponseWriter, r *http.Request, s session) error
 		d.Agents = append(d.Agents, a.AgentID)
 	}
 	d.Agents = withChosen(d.Agents, f.Agent)
-	d.Rows, d.Next, err = u.store.ListPromotions(r.Context(), s.TenantID,
-		store.PromotionFilter{AgentID: f.Agent, State: f.State, Since: win.Since, Until: win.Until},
-		store.Page{Limit: promotionsPage, Cursor: d.Cursor})
-	if err != nil {
-		return err
+	if d.FilterError == "" {
+		d.Rows, d.Next, err = u.store.ListPromotions(r.Context(), s.TenantID,
+			store.PromotionFilter{AgentID: f.Agent, State: f.State, Since: win.Since, Until: win.Until},
+			store.Page{Limit: promotionsPage, Cursor: d.Cursor})
+		if err != nil {
+			return err
+		}
 	}
-	u.render(w, r, http.StatusOK, "promotions", view{Title: "Promotions", Nav: "promotions", Session: s, Data: d})
+	u.render(w, r, status, "promotions", view{Title: "Promotions", Nav: "promotions", Session: s, Data: d})
 	return nil
 }
 
