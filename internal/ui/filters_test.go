@@ -230,3 +230,28 @@ func TestBatchesListFiltersByAgentStateAndDate(t *testing.T) {
 		t.Error("the refused date is not in the form")
 	}
 }
+
+// Every list of an empty tenant says in words that it is empty and how
+// its rows come to be, rather than showing an empty table.
+func TestEveryListOfAnEmptyTenantSaysSo(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	admin := s.client()
+	admin.signIn(s.admin)
+	for path, want := range map[string]string{
+		"/ui/":            "No agent has been seen in this tenant yet.",
+		"/ui/batches":     "No batch has been created in this tenant yet.",
+		"/ui/experiments": "No experiment has been recorded in this tenant yet.",
+		"/ui/turns":       "No production turn has been captured in this tenant yet.",
+		"/ui/datasets":    "No dataset has been made in this tenant yet.",
+		"/ui/policies":    "This tenant has no policy yet.",
+		"/ui/promotions":  "No promotion has been started in this tenant yet.",
+		"/ui/harnesses":   "No harness is registered in this tenant yet.",
+		"/ui/compare":     "Choose a baseline (A) and a candidate (B)",
+	} {
+		p := admin.get(path)
+		if p.status != http.StatusOK || !strings.Contains(p.body, `<p class="empty">`+want) || strings.Contains(p.body, "<tbody></tbody>") {
+			t.Errorf("%s: %d, want the words %q and no empty table", path, p.status, want)
+		}
+	}
+}
