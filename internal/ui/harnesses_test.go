@@ -160,7 +160,7 @@ func TestSessionsBrowser(t *testing.T) {
 	})
 	t.Run("a run shows its status and its trajectory in the ATIF viewer", func(t *testing.T) {
 		p := admin.get(hpath + "/runs/r2")
-		for _, want := range []string{"refund approved", "completed", `id="step-1"`, "lookup_order", "shipped", "It shipped."} {
+		for _, want := range []string{"refund approved", "completed", `id="step-1"`, "lookup_order", "shipped", "It shipped.", "(2 by the agent, 1 tool call)"} {
 			if !strings.Contains(p.body, want) {
 				t.Fatalf("run page lacks %q: %d\n%s", want, p.status, p.body)
 			}
