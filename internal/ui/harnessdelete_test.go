@@ -104,6 +104,23 @@ func TestDeletingAHarnessIsAnAdminsConfirmedPost(t *testing.T) {
 			t.Errorf("a second deletion: %d", p.status)
 		}
 	})
+	t.Run("a harness that does not answer can still be deleted from its page", func(t *testing.T) {
+		dead := httptest.NewServer(http.NotFoundHandler())
+		deadURL := dead.URL
+		dead.Close()
+		reg := admin.post("/ui/harnesses", url.Values{"csrf": {csrf}, "name": {"gone"}, "base_url": {deadURL}})
+		if reg.status != http.StatusSeeOther {
+			t.Fatalf("register: %d\n%s", reg.status, reg.body)
+		}
+		gone := reg.header.Get("Location")
+		p := admin.get(gone)
+		if p.status != http.StatusBadGateway || !strings.Contains(p.body, "harness_unreachable") || !strings.Contains(p.body, `href="`+gone+`/delete"`) {
+			t.Fatalf("the unreachable harness's page: %d, lacks its failure or the delete link\n%s", p.status, p.body)
+		}
+		if p := admin.post(gone+"/delete", url.Values{"csrf": {csrf}}); p.status != http.StatusSeeOther {
+			t.Fatalf("delete: %d", p.status)
+		}
+	})
 	t.Run("an unknown id is a 404 page", func(t *testing.T) {
 		if p := admin.post("/ui/harnesses/0190c3b2-0000-7000-8000-000000000000/delete", url.Values{"csrf": {csrf}}); p.status != http.StatusNotFound {
 			t.Errorf("unknown id: %d", p.status)
