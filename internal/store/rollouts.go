@@ -129,6 +129,8 @@ type BatchSummary struct {
 type BatchFilter struct {
 	AgentID string
 	State   gyre.BatchState
+	// Since, when set, keeps the batches created at or after it.
+	Since time.Time
 }
 
 // Rollout is one attempt at one task by one agent: the attribution unit.

@@ -59,18 +59,31 @@ type batchesData struct {
 	Agents       []string
 	Agent, State string
 	States       []string
+	// Window is the created-in window's parameter ("" for any time);
+	// Windows the choices.
+	Window       string
+	Windows      []window
 	Rows         []batchRow
 	Cursor, Next string
 }
 
-// batches is GET /ui/batches?agent&state&cursor: the tenant's batches,
-// newest first, a page at a time.
+// batches is GET /ui/batches?agent&state&window&cursor: the tenant's
+// batches, newest first, a page at a time; window keeps those created in
+// the last 24 hours, 7 or 30 days.
 func (u *UI) batches(w http.ResponseWriter, r *http.Request, s session) error {
 	q := r.URL.Query()
-	d := batchesData{Agent: q.Get("agent"), State: q.Get("state"), Cursor: q.Get("cursor"),
-		States: []string{string(gyre.BatchRunning), string(gyre.BatchFinished), string(gyre.BatchCancelled)}}
+	d := batchesData{Agent: q.Get("agent"), State: q.Get("state"), Cursor: q.Get("cursor"), Window: q.Get("window"),
+		States: []string{string(gyre.BatchRunning), string(gyre.BatchFinished), string(gyre.BatchCancelled)}, Windows: overviewWindows}
 	if d.State != "" && !validBatchState(d.State) {
 		return badRequest("Unknown batch state %q: choose running, finished or cancelled.", d.State)
+	}
+	f := store.BatchFilter{AgentID: d.Agent, State: gyre.BatchState(d.State)}
+	if d.Window != "" {
+		win, err := windowOf(d.Window)
+		if err != nil {
+			return err
+		}
+		f.Since = u.clock.Now().Add(-win.Span)
 	}
 	agents, err := u.store.AgentsSeen(r.Context(), s.TenantID, maxAgents)
 	if err != nil {
@@ -79,8 +92,7 @@ func (u *UI) batches(w http.ResponseWriter, r *http.Request, s session) error {
 	for _, a := range agents {
 		d.Agents = append(d.Agents, a.AgentID)
 	}
-	list, next, err := u.store.ListBatches(r.Context(), s.TenantID,
-		store.BatchFilter{AgentID: d.Agent, State: gyre.BatchState(d.State)}, store.Page{Limit: batchesPage, Cursor: d.Cursor})
+	list, next, err := u.store.ListBatches(r.Context(), s.TenantID, f, store.Page{Limit: batchesPage, Cursor: d.Cursor})
 	if err != nil {
 		return err
 	}

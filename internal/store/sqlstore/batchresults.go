@@ -42,6 +42,9 @@ func (s *Store) BatchSummary(ctx context.Context, tenantID, batchID string) (sto
 // ListBatches lists the tenant's batch summaries, newest first (batch ids
 // are UUIDv7, so id order is creation order).
 func (s *Store) ListBatches(ctx context.Context, tenantID string, f store.BatchFilter, p store.Page) ([]store.BatchSummary, string, error) {
+	// Since is left out of the cursor's scope: a window such as "the
+	// last 7 days" moves between one page and the next, and a position
+	// (a batch id) means the same in any window.
 	cur := listCursor(tenantID, "batches", f.AgentID, string(f.State))
 	after, err := cur.decodeID(p.Cursor)
 	if err != nil {
@@ -56,6 +59,10 @@ func (s *Store) ListBatches(ctx context.Context, tenantID string, f store.BatchF
 	if f.AgentID != "" {
 		args = append(args, f.AgentID)
 		inner += fmt.Sprintf(" AND b.agent_id = $%d", len(args))
+	}
+	if !f.Since.IsZero() {
+		args = append(args, store.Micros(f.Since))
+		inner += fmt.Sprintf(" AND b.created_us >= $%d", len(args))
 	}
 	if after != "" {
 		args = append(args, after)

@@ -23,6 +23,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"syscall"
@@ -50,16 +51,49 @@ func run() error {
 		runs     = flag.Int("runs", 10000, "experiment runs to seed (two experiments)")
 		requests = flag.Int("requests", 200, "requests per page")
 		data     = flag.String("data", "", "keep the seeded store in this directory and, when it holds one, measure it again without seeding")
+		seedProf = flag.String("seedprofile", "", "write a CPU profile of the seeding here")
+		pageProf = flag.String("pageprofile", "", "write a CPU profile of the page measurements here")
+		only     = flag.String("pages", "", "measure only the pages whose path contains this text")
 	)
 	flag.Parse()
-	return measure(context.Background(), os.Stdout, *data, *rollouts, *runs, *requests)
+	return measure(context.Background(), os.Stdout, options{dir: *data, rollouts: *rollouts, runs: *runs, requests: *requests,
+		seedProfile: *seedProf, pageProfile: *pageProf, only: *only})
+}
+
+// options is what one measurement does.
+type options struct {
+	// dir keeps the seeded store; "" seeds a temporary one.
+	dir            string
+	rollouts, runs int
+	requests       int
+	seedProfile    string
+	pageProfile    string
+	only           string
+}
+
+// profile starts a CPU profile written to path ("" profiles nothing) and
+// returns the function that stops it.
+func profile(path string) (func() error, error) {
+	if path == "" {
+		return func() error { return nil }, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() error { pprof.StopCPUProfile(); return f.Close() }, nil
 }
 
 // measure seeds n rollouts and runs experiment runs into a fresh store (in dir, or a temporary
 // directory when dir is "") and writes each page's server times over
 // requests requests to w. A dir that already holds a seeded store is
 // measured as it is.
-func measure(ctx context.Context, w io.Writer, dir string, rollouts, runs, requests int) error {
+func measure(ctx context.Context, w io.Writer, o options) error {
+	dir, rollouts, runs, requests := o.dir, o.rollouts, o.runs, o.requests
 	if dir == "" {
 		tmp, err := os.MkdirTemp("", "uibench-")
 		if err != nil {
@@ -92,6 +126,10 @@ func measure(ctx context.Context, w io.Writer, dir string, rollouts, runs, reque
 		if tn, err = st.CreateTenant(ctx, "bench"); err != nil {
 			return err
 		}
+		stop, err := profile(o.seedProfile)
+		if err != nil {
+			return err
+		}
 		start := time.Now()
 		if n, err = seed.Rollouts(ctx, st, blobs, tn.ID, rollouts); err != nil {
 			return fmt.Errorf("seed: %w", err)
@@ -105,6 +143,9 @@ func measure(ctx context.Context, w io.Writer, dir string, rollouts, runs, reque
 			return fmt.Errorf("seed turns: %w", err)
 		}
 		fmt.Fprintf(os.Stderr, "seeded %d experiment runs and 1000 turns in %.0f s\n", runs, time.Since(start).Seconds())
+		if err := stop(); err != nil {
+			return err
+		}
 	default:
 		return err
 	}
@@ -153,7 +194,15 @@ func measure(ctx context.Context, w io.Writer, dir string, rollouts, runs, reque
 		"/ui/agents/" + seed.Agent,
 	}
 	fmt.Fprintf(w, "%-60s %10s %10s %10s %10s\n", pageHeader(n, runs), "p50 ms", "p95 ms", "max ms", "CPU ms")
+	stop, err := profile(o.pageProfile)
+	if err != nil {
+		return err
+	}
+	defer stop()
 	for _, p := range pages {
+		if !strings.Contains(p, o.only) {
+			continue
+		}
 		var ds []time.Duration
 		cpu0 := cpuTime()
 		for range requests {
