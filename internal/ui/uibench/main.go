@@ -23,6 +23,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"regexp"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -53,7 +54,7 @@ func run() error {
 		data     = flag.String("data", "", "keep the seeded store in this directory and, when it holds one, measure it again without seeding")
 		seedProf = flag.String("seedprofile", "", "write a CPU profile of the seeding here")
 		pageProf = flag.String("pageprofile", "", "write a CPU profile of the page measurements here")
-		only     = flag.String("pages", "", "measure only the pages whose path contains this text")
+		only     = flag.String("pages", "", "measure only the pages whose path matches this regular expression")
 	)
 	flag.Parse()
 	return measure(context.Background(), os.Stdout, options{dir: *data, rollouts: *rollouts, runs: *runs, requests: *requests,
@@ -194,13 +195,17 @@ func measure(ctx context.Context, w io.Writer, o options) error {
 		"/ui/agents/" + seed.Agent,
 	}
 	fmt.Fprintf(w, "%-60s %10s %10s %10s %10s\n", pageHeader(n, runs), "p50 ms", "p95 ms", "max ms", "CPU ms")
+	only, err := regexp.Compile(o.only)
+	if err != nil {
+		return fmt.Errorf("-pages: %w", err)
+	}
 	stop, err := profile(o.pageProfile)
 	if err != nil {
 		return err
 	}
 	defer stop()
 	for _, p := range pages {
-		if !strings.Contains(p, o.only) {
+		if !only.MatchString(p) {
 			continue
 		}
 		var ds []time.Duration
