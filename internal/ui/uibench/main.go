@@ -1,16 +1,18 @@
 // Command uibench measures the web UI's server time per page: it seeds a
 // fresh SQLite store and file blob store with -rollouts training-grade
 // rollouts (the dataset benchmark's store-level seeder: batches of 200,
-// two counted completions with bodies each), signs in with a reader key,
-// then asks each page -requests times in-process (the handler, no
-// network) and prints the median and p95. Seeding is not timed. Run it
+// two counted completions with bodies each), two experiments of -runs/2
+// run records each (small ATIF trajectories, and one of 5 MB), 1,000
+// production turns and a built sft dataset of every rollout; signs in
+// with a reader key; then asks each page -requests times in-process (the
+// handler, no network) and prints the median, p95, maximum and CPU time
+// per request. Seeding is not timed in the table (its time goes to
+// stderr). With -data the seeded store is kept and measured again without
+// seeding; -pages measures only the pages whose path matches a regular
+// expression; -seedprofile and -pageprofile write CPU profiles. Run it
 // with make bench-ui, or:
 //
-// It also seeds two experiments of -runs/2 run records each (with small
-// ATIF trajectories, and one of 5 MB) and production turns, and measures
-// the evaluation pages.
-//
-//	go run ./internal/ui/uibench -rollouts 10000 -runs 10000 -requests 100
+//	go run ./internal/ui/uibench -rollouts 100000 -runs 10000 -requests 200 -data /tmp/uibench
 package main
 
 import (
@@ -115,12 +117,18 @@ func measure(ctx context.Context, w io.Writer, o options) error {
 	defer blobs.Close()
 	tn, err := st.TenantByName(ctx, "bench")
 	n := rollouts
-	var exps seededExperiments
+	var (
+		exps      seededExperiments
+		datasetID string
+	)
 	switch {
 	case err == nil:
 		fmt.Fprintln(os.Stderr, "measuring the store seeded before in", dir)
 		n = -1 // the header says "kept store"
 		if exps, err = keptExperiments(ctx, st, tn.ID); err != nil {
+			return err
+		}
+		if datasetID, err = keptDataset(ctx, st, blobs, tn.ID); err != nil {
 			return err
 		}
 	case errors.Is(err, store.ErrNotFound):
@@ -144,6 +152,11 @@ func measure(ctx context.Context, w io.Writer, o options) error {
 			return fmt.Errorf("seed turns: %w", err)
 		}
 		fmt.Fprintf(os.Stderr, "seeded %d experiment runs and 1000 turns in %.0f s\n", runs, time.Since(start).Seconds())
+		start = time.Now()
+		if datasetID, err = seedDatasets(ctx, st, blobs, tn.ID); err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "seeded and built a dataset of every rollout in %.0f s\n", time.Since(start).Seconds())
 		if err := stop(); err != nil {
 			return err
 		}
@@ -190,6 +203,9 @@ func measure(ctx context.Context, w io.Writer, o options) error {
 		"/ui/turns",
 		"/ui/turns?conversation=conv-7",
 		"/ui/datasets",
+		"/ui/datasets/" + datasetID,
+		"/ui/datasets/" + datasetID + "/live",
+		"/ui/datasets/" + datasetID + "/manifest",
 		"/ui/policies",
 		"/ui/promotions",
 		"/ui/agents/" + seed.Agent,
