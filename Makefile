@@ -75,9 +75,11 @@ bench-datasets:
 	bin/datasetbench $(DATASETBENCHFLAGS)
 
 # bench-ui measures the web UI's server time per page (median and p95,
-# in-process, SQLite and file blobs) over a store seeded with training-grade
-# rollouts by the dataset benchmark's seeder. Not part of CI: seeding
-# 100,000 rollouts takes tens of minutes. E.g. UIBENCHFLAGS='-rollouts 10000'.
+# in-process, SQLite and file blobs) over a store seeded with 100,000
+# training-grade rollouts by the dataset benchmark's seeder, 10,000
+# experiment runs, turns and a dataset. Not part of CI: seeding takes
+# minutes. UIBENCHFLAGS='-data DIR' keeps the store to measure it again
+# without seeding; e.g. UIBENCHFLAGS='-rollouts 10000 -data /tmp/uibench'.
 UIBENCHFLAGS ?=
 bench-ui:
 	$(GO) run ./internal/ui/uibench $(UIBENCHFLAGS)

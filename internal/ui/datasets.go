@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -247,10 +248,15 @@ func (u *UI) dataset(w http.ResponseWriter, r *http.Request, s session) error {
 		}
 	}
 	if d.State == store.DatasetReady && len(d.Manifest) > 0 {
-		var m dataset.Manifest
-		if err := json.Unmarshal(d.Manifest, &m); err != nil {
+		var pm pageManifest
+		if err := json.Unmarshal(d.Manifest, &pm); err != nil {
 			return fmt.Errorf("dataset %s manifest: %w", d.ID, err)
 		}
+		ids, err := firstStrings(pm.RolloutIDs, manifestRollouts)
+		if err != nil {
+			return fmt.Errorf("dataset %s manifest: rollout_ids: %w", d.ID, err)
+		}
+		m := pm.Manifest
 		v.Manifest = &m
 		counts := m.NotExportedByReason
 		if m.Pending > 0 {
@@ -266,11 +272,40 @@ func (u *UI) dataset(w http.ResponseWriter, r *http.Request, s session) error {
 		v.ReasonChart = chart.Bars{Meta: chart.Meta{ID: "chart-not-exported", Title: "Rollouts not exported, by reason",
 			Desc:  "Each reason a selected rollout was left out of the file, counted over the dataset's frozen rollouts.",
 			Empty: "Every selected rollout was exported."}, Bars: bars, ValueLabel: "rollouts"}.SVG()
-		v.RolloutIDs = m.RolloutIDs[:min(len(m.RolloutIDs), manifestRollouts)]
-		v.More = len(m.RolloutIDs) - len(v.RolloutIDs)
+		v.RolloutIDs = ids
+		v.More = max(m.RolloutsSelected-len(ids), 0)
 	}
 	u.render(w, r, http.StatusOK, "dataset", view{Title: "Dataset " + short(d.ID), Nav: "datasets", Session: s, Data: v})
 	return nil
+}
+
+// pageManifest is a manifest as the dataset page reads it: its rollout
+// ids (one per frozen rollout, 100,000 in a large dataset) left raw, so
+// that a page linking the first few does not decode them all.
+type pageManifest struct {
+	dataset.Manifest
+	RolloutIDs json.RawMessage `json:"rollout_ids"`
+}
+
+// firstStrings decodes at most n strings from the start of the JSON
+// array raw; null is no strings.
+func firstStrings(raw json.RawMessage, n int) ([]string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if t, err := dec.Token(); err != nil || t != json.Delim('[') {
+		return nil, fmt.Errorf("not an array")
+	}
+	var out []string
+	for len(out) < n && dec.More() {
+		var v string
+		if err := dec.Decode(&v); err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
 }
 
 func withKey(m map[string]int) map[string]int {

@@ -1,8 +1,10 @@
 package ui
 
 import (
+	"encoding/json"
 	"log/slog"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -121,5 +123,37 @@ func TestBuildingDatasetShowsProgressAndRefreshes(t *testing.T) {
 	d.State, d.Reason = store.DatasetFailed, &reason
 	if b := render(d); strings.Contains(b, "hx-get") || !strings.Contains(b, "The build failed: blob store unavailable") {
 		t.Errorf("failed page polls or hides its reason")
+	}
+}
+
+// The dataset page decodes only the rollout ids it links, from the start
+// of the manifest's array; the rest stay undecoded.
+func TestDatasetPageDecodesOnlyTheRolloutIDsItLinks(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, raw string
+		n         int
+		want      []string
+		err       bool
+	}{
+		{"absent", ``, 2, nil, false},
+		{"null", `null`, 2, nil, false},
+		{"empty", `[]`, 2, nil, false},
+		{"fewer than n", `["a"]`, 2, []string{"a"}, false},
+		{"the first n of more", `["a","b","c"]`, 2, []string{"a", "b"}, false},
+		{"not an array", `{"a":1}`, 2, nil, true},
+		{"not strings", `[1]`, 2, nil, true},
+	} {
+		got, err := firstStrings([]byte(tc.raw), tc.n)
+		if (err != nil) != tc.err || !slices.Equal(got, tc.want) {
+			t.Errorf("%s: firstStrings = %q, %v; want %q, error %v", tc.name, got, err, tc.want, tc.err)
+		}
+	}
+	var pm pageManifest
+	if err := json.Unmarshal([]byte(`{"rows":3,"rollouts_selected":3,"rollout_ids":["a","b","c"]}`), &pm); err != nil {
+		t.Fatal(err)
+	}
+	if pm.Rows != 3 || pm.Manifest.RolloutIDs != nil || string(pm.RolloutIDs) != `["a","b","c"]` {
+		t.Errorf("pageManifest = %+v, raw ids %s; want the counts decoded and the ids left raw", pm.Manifest, pm.RolloutIDs)
 	}
 }

@@ -15,18 +15,44 @@ import (
 )
 
 // overviewBatches bounds the batches the overview reads: its charts and
-// yield cover the agent's newest batches, not its whole history.
+// yield cover the agent's newest batches of the window, not its whole
+// history, so the page's cost does not grow with the store.
 const overviewBatches = 20
 
 // recentBatches is how many batches the overview lists.
 const recentBatches = 10
 
 // The overview's gateway summary reads at most latencyCalls of the
-// agent's newest calls of the last latencyWindow.
-const (
-	latencyWindow = 24 * time.Hour
-	latencyCalls  = 2000
-)
+// agent's newest calls of the window.
+const latencyCalls = 2000
+
+// lookback is a span of time a page looks back over.
+type lookback struct {
+	// Param is its value of the page's window parameter; Label says it
+	// in words.
+	Param, Label string
+	Span         time.Duration
+}
+
+// overviewWindows are the overview's windows, the default first.
+var overviewWindows = []lookback{
+	{"7d", "7 days", 7 * 24 * time.Hour},
+	{"24h", "24 hours", 24 * time.Hour},
+	{"30d", "30 days", 30 * 24 * time.Hour},
+}
+
+// windowOf finds the window a page's parameter names; "" is the default.
+func windowOf(param string) (lookback, error) {
+	if param == "" {
+		return overviewWindows[0], nil
+	}
+	for _, w := range overviewWindows {
+		if w.Param == param {
+			return w, nil
+		}
+	}
+	return lookback{}, badRequest("Unknown window %q: choose 24h, 7d or 30d.", param)
+}
 
 // gatewayStats is the overview's gateway summary.
 type gatewayStats struct {
@@ -53,6 +79,9 @@ const maxAgents = 500
 type overviewData struct {
 	Agents []string
 	Agent  string
+	// Window is the span the page covers; Windows the choices.
+	Window  lookback
+	Windows []lookback
 	// Found is false when the tenant has seen no agent yet.
 	Found     bool
 	FirstSeen time.Time
@@ -60,9 +89,11 @@ type overviewData struct {
 	Total     int
 	// Charts.
 	StateChart, PassChart, ReasonChart, ExclusionChart template.HTML
-	// Over the newest BatchesRead batches, at most MaxBatches.
+	// Over the newest BatchesRead batches of the window, at most
+	// MaxBatches; More when the window holds more than were read.
 	BatchesRead      int
 	MaxBatches       int
+	More             bool
 	Finished         int
 	TrainingGrade    int
 	Recent           []batchRow
@@ -96,16 +127,21 @@ func reasonBars(rs []reasonCount) []chart.Bar {
 	return bars
 }
 
-// overview is GET /ui/?agent=: one agent's rollouts and results over its
-// newest batches, its gateway calls of the last day, and its promoted
-// policy. Without a choice, the agent of the tenant's newest batch.
+// overview is GET /ui/?agent=&window=: one agent's rollouts and results
+// over its newest batches created in the window (the last 7 days unless
+// chosen), its gateway calls of the window, and its promoted policy.
+// Without a choice, the agent of the tenant's newest batch.
 func (u *UI) overview(w http.ResponseWriter, r *http.Request, s session) error {
 	ctx := r.Context()
+	win, err := windowOf(r.URL.Query().Get("window"))
+	if err != nil {
+		return err
+	}
 	agents, err := u.store.AgentsSeen(ctx, s.TenantID, maxAgents)
 	if err != nil {
 		return err
 	}
-	d := overviewData{}
+	d := overviewData{Window: win, Windows: overviewWindows}
 	for _, a := range agents {
 		d.Agents = append(d.Agents, a.AgentID)
 	}
@@ -139,11 +175,13 @@ func (u *UI) overview(w http.ResponseWriter, r *http.Request, s session) error {
 
 func (u *UI) fillOverview(r *http.Request, s session, d *overviewData) error {
 	ctx := r.Context()
-	batches, _, err := u.store.ListBatches(ctx, s.TenantID, store.BatchFilter{AgentID: d.Agent}, store.Page{Limit: overviewBatches})
+	since := u.clock.Now().Add(-d.Window.Span)
+	batches, more, err := u.store.ListBatches(ctx, s.TenantID, store.BatchFilter{AgentID: d.Agent, Since: since},
+		store.Page{Limit: overviewBatches})
 	if err != nil {
 		return err
 	}
-	d.BatchesRead, d.MaxBatches = len(batches), overviewBatches
+	d.BatchesRead, d.MaxBatches, d.More = len(batches), overviewBatches, more != ""
 	for _, b := range batches[:min(len(batches), recentBatches)] {
 		d.Recent = append(d.Recent, rowOf(b))
 	}
@@ -193,11 +231,11 @@ func (u *UI) fillOverview(r *http.Request, s session, d *overviewData) error {
 	if d.Policy, err = u.store.AgentPolicy(ctx, s.TenantID, d.Agent); err != nil {
 		return err
 	}
-	calls, err := u.store.AgentCalls(ctx, s.TenantID, d.Agent, u.clock.Now().Add(-latencyWindow), latencyCalls)
+	calls, err := u.store.AgentCalls(ctx, s.TenantID, d.Agent, since, latencyCalls)
 	if err != nil {
 		return err
 	}
 	d.Gateway = gatewayStats{AgentCalls: calls, P50: percentile(calls.Latencies, 50), P99: percentile(calls.Latencies, 99),
-		Window: "24 hours", Limit: latencyCalls}
+		Window: d.Window.Label, Limit: latencyCalls}
 	return nil
 }

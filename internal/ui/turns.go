@@ -42,7 +42,7 @@ func (u *UI) turns(w http.ResponseWriter, r *http.Request, s session) error {
 	if err != nil {
 		return err
 	}
-	agents, err := u.store.ListAgents(r.Context(), s.TenantID)
+	agents, err := u.store.AgentsSeen(r.Context(), s.TenantID, maxAgents)
 	if err != nil {
 		return err
 	}

@@ -283,7 +283,7 @@ func TestUI(t *testing.T) {
 				t.Errorf("overview lacks %q", want)
 			}
 		}
-		if p := c.get("/ui/?agent=queued-bot"); !strings.Contains(p.body, "The gateway recorded no call of this agent in the last 24 hours.") {
+		if p := c.get("/ui/?agent=queued-bot"); !strings.Contains(p.body, "The gateway recorded no call of this agent in the last 7 days.") {
 			t.Error("an agent without calls does not say so")
 		}
 	})

@@ -48,8 +48,13 @@ func (s *Store) BatchExclusions(ctx context.Context, tenantID string, batchIDs [
 		return out, nil
 	}
 	in, args := inList(2, batchIDs)
+	// The tenant is checked on the batches, not on the rollouts: with
+	// tenant_id = $1 on rollouts, SQLite's planner walked the tenant's
+	// every rollout through rollouts_tenant instead of the listed
+	// batches' through their index (a batch's rollouts are its tenant's).
 	rows, err := s.reader.QueryContext(ctx, `SELECT state, exclusion_reason, COUNT(*) FROM rollouts
-		WHERE tenant_id = $1 AND batch_id IN (`+in+`) AND (exclusion_reason IS NOT NULL OR state IN (`+serverEndedIn()+`))
+		WHERE batch_id IN (SELECT id FROM batches WHERE tenant_id = $1 AND id IN (`+in+`))
+		AND (exclusion_reason IS NOT NULL OR state IN (`+serverEndedIn()+`))
 		GROUP BY state, exclusion_reason`, append([]any{tenantID}, args...)...)
 	if err != nil {
 		return nil, fmt.Errorf("batch exclusions: %w", err)

@@ -203,6 +203,9 @@ func testListBatches(t *testing.T, open Opener) {
 		{"finished", store.BatchFilter{State: gyre.BatchFinished}, []string{finished.ID}},
 		{"cancelled", store.BatchFilter{State: gyre.BatchCancelled}, []string{cancelled.ID}},
 		{"agent and state", store.BatchFilter{AgentID: "agent-2", State: gyre.BatchFinished}, []string{}},
+		{"created since", store.BatchFilter{Since: cancelled.CreatedAt}, []string{other.ID, running.ID, cancelled.ID}},
+		{"agent created since", store.BatchFilter{AgentID: "agent-1", Since: running.CreatedAt}, []string{running.ID}},
+		{"created since, none", store.BatchFilter{Since: other.CreatedAt.Add(time.Millisecond)}, []string{}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -219,6 +222,14 @@ func testListBatches(t *testing.T, open Opener) {
 	page2, next := list(store.BatchFilter{AgentID: "agent-1"}, store.Page{Limit: 2, Cursor: next})
 	if !slices.Equal(page2, []string{finished.ID}) || next != "" {
 		t.Fatalf("page 2 = %v next %q", page2, next)
+	}
+	// A page of a window follows the window it was asked with.
+	page1, next = list(store.BatchFilter{Since: finished.CreatedAt}, store.Page{Limit: 2})
+	if !slices.Equal(page1, []string{other.ID, running.ID}) || next == "" {
+		t.Fatalf("windowed page 1 = %v next %q", page1, next)
+	}
+	if page2, _ = list(store.BatchFilter{Since: finished.CreatedAt}, store.Page{Limit: 2, Cursor: next}); !slices.Equal(page2, []string{cancelled.ID, finished.ID}) {
+		t.Errorf("windowed page 2 = %v, want the window's older batches", page2)
 	}
 	sums, _, err := f.s.ListBatches(t.Context(), f.tenant.ID, store.BatchFilter{State: gyre.BatchCancelled}, store.Page{})
 	if err != nil || len(sums) != 1 || sums[0].GroupsCancelled != 1 || sums[0].Counts[gyre.StateCancelled] != 1 {

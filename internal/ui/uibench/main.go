@@ -1,16 +1,18 @@
 // Command uibench measures the web UI's server time per page: it seeds a
 // fresh SQLite store and file blob store with -rollouts training-grade
 // rollouts (the dataset benchmark's store-level seeder: batches of 200,
-// two counted completions with bodies each), signs in with a reader key,
-// then asks each page -requests times in-process (the handler, no
-// network) and prints the median and p95. Seeding is not timed. Run it
+// two counted completions with bodies each), two experiments of -runs/2
+// run records each (small ATIF trajectories, and one of 5 MB), 1,000
+// production turns and a built sft dataset of every rollout; signs in
+// with a reader key; then asks each page -requests times in-process (the
+// handler, no network) and prints the median, p95, maximum and CPU time
+// per request. Seeding is not timed in the table (its time goes to
+// stderr). With -data the seeded store is kept and measured again without
+// seeding; -pages measures only the pages whose path matches a regular
+// expression; -seedprofile and -pageprofile write CPU profiles. Run it
 // with make bench-ui, or:
 //
-// It also seeds two experiments of -runs/2 run records each (with small
-// ATIF trajectories, and one of 5 MB) and production turns, and measures
-// the evaluation pages.
-//
-//	go run ./internal/ui/uibench -rollouts 10000 -runs 10000 -requests 100
+//	go run ./internal/ui/uibench -rollouts 100000 -runs 10000 -requests 200 -data /tmp/uibench
 package main
 
 import (
@@ -23,6 +25,8 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"regexp"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"syscall"
@@ -50,16 +54,49 @@ func run() error {
 		runs     = flag.Int("runs", 10000, "experiment runs to seed (two experiments)")
 		requests = flag.Int("requests", 200, "requests per page")
 		data     = flag.String("data", "", "keep the seeded store in this directory and, when it holds one, measure it again without seeding")
+		seedProf = flag.String("seedprofile", "", "write a CPU profile of the seeding here")
+		pageProf = flag.String("pageprofile", "", "write a CPU profile of the page measurements here")
+		only     = flag.String("pages", "", "measure only the pages whose path matches this regular expression")
 	)
 	flag.Parse()
-	return measure(context.Background(), os.Stdout, *data, *rollouts, *runs, *requests)
+	return measure(context.Background(), os.Stdout, options{dir: *data, rollouts: *rollouts, runs: *runs, requests: *requests,
+		seedProfile: *seedProf, pageProfile: *pageProf, only: *only})
+}
+
+// options is what one measurement does.
+type options struct {
+	// dir keeps the seeded store; "" seeds a temporary one.
+	dir            string
+	rollouts, runs int
+	requests       int
+	seedProfile    string
+	pageProfile    string
+	only           string
+}
+
+// profile starts a CPU profile written to path ("" profiles nothing) and
+// returns the function that stops it.
+func profile(path string) (func() error, error) {
+	if path == "" {
+		return func() error { return nil }, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() error { pprof.StopCPUProfile(); return f.Close() }, nil
 }
 
 // measure seeds n rollouts and runs experiment runs into a fresh store (in dir, or a temporary
 // directory when dir is "") and writes each page's server times over
 // requests requests to w. A dir that already holds a seeded store is
 // measured as it is.
-func measure(ctx context.Context, w io.Writer, dir string, rollouts, runs, requests int) error {
+func measure(ctx context.Context, w io.Writer, o options) error {
+	dir, rollouts, runs, requests := o.dir, o.rollouts, o.runs, o.requests
 	if dir == "" {
 		tmp, err := os.MkdirTemp("", "uibench-")
 		if err != nil {
@@ -80,7 +117,10 @@ func measure(ctx context.Context, w io.Writer, dir string, rollouts, runs, reque
 	defer blobs.Close()
 	tn, err := st.TenantByName(ctx, "bench")
 	n := rollouts
-	var exps seededExperiments
+	var (
+		exps      seededExperiments
+		datasetID string
+	)
 	switch {
 	case err == nil:
 		fmt.Fprintln(os.Stderr, "measuring the store seeded before in", dir)
@@ -88,8 +128,15 @@ func measure(ctx context.Context, w io.Writer, dir string, rollouts, runs, reque
 		if exps, err = keptExperiments(ctx, st, tn.ID); err != nil {
 			return err
 		}
+		if datasetID, err = keptDataset(ctx, st, blobs, tn.ID); err != nil {
+			return err
+		}
 	case errors.Is(err, store.ErrNotFound):
 		if tn, err = st.CreateTenant(ctx, "bench"); err != nil {
+			return err
+		}
+		stop, err := profile(o.seedProfile)
+		if err != nil {
 			return err
 		}
 		start := time.Now()
@@ -105,6 +152,14 @@ func measure(ctx context.Context, w io.Writer, dir string, rollouts, runs, reque
 			return fmt.Errorf("seed turns: %w", err)
 		}
 		fmt.Fprintf(os.Stderr, "seeded %d experiment runs and 1000 turns in %.0f s\n", runs, time.Since(start).Seconds())
+		start = time.Now()
+		if datasetID, err = seedDatasets(ctx, st, blobs, tn.ID); err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "seeded and built a dataset of every rollout in %.0f s\n", time.Since(start).Seconds())
+		if err := stop(); err != nil {
+			return err
+		}
 	default:
 		return err
 	}
@@ -148,12 +203,27 @@ func measure(ctx context.Context, w io.Writer, dir string, rollouts, runs, reque
 		"/ui/turns",
 		"/ui/turns?conversation=conv-7",
 		"/ui/datasets",
+		"/ui/datasets/" + datasetID,
+		"/ui/datasets/" + datasetID + "/live",
+		"/ui/datasets/" + datasetID + "/manifest",
 		"/ui/policies",
 		"/ui/promotions",
 		"/ui/agents/" + seed.Agent,
 	}
 	fmt.Fprintf(w, "%-60s %10s %10s %10s %10s\n", pageHeader(n, runs), "p50 ms", "p95 ms", "max ms", "CPU ms")
+	only, err := regexp.Compile(o.only)
+	if err != nil {
+		return fmt.Errorf("-pages: %w", err)
+	}
+	stop, err := profile(o.pageProfile)
+	if err != nil {
+		return err
+	}
+	defer stop()
 	for _, p := range pages {
+		if !only.MatchString(p) {
+			continue
+		}
 		var ds []time.Duration
 		cpu0 := cpuTime()
 		for range requests {

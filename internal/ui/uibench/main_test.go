@@ -9,7 +9,7 @@ import (
 // seeded store (a failed page is an error, not a time).
 func TestEveryMeasuredPageAnswersOnASeededStore(t *testing.T) {
 	var out strings.Builder
-	if err := measure(t.Context(), &out, "", 4, 20, 2); err != nil {
+	if err := measure(t.Context(), &out, options{rollouts: 4, runs: 20, requests: 2}); err != nil {
 		t.Fatal(err)
 	}
 	for _, page := range []string{"/ui/ ", "/ui/batches ", "/ui/rollouts/", "/ui/experiments ", "/ui/compare", "/ui/turns ", "/ui/datasets ", "/ui/policies ", "/ui/promotions ", "/ui/agents/"} {
