@@ -274,8 +274,10 @@ func (sm *summarizer) report() Report {
 		lo, hi := grade.Wilson(rep.Passed, n)
 		rep.PassRateInterval = &grade.Interval{Low: lo, High: hi}
 	}
+	// The cases share few score sequences: each is bootstrapped once.
+	var memo grade.BootstrapMemo
 	for _, id := range order {
-		cr := reduceCase(id, sm.byCase[id], sm.crit.CaseThreshold, sm.seed)
+		cr := reduceCase(id, sm.byCase[id], sm.crit.CaseThreshold, sm.seed, &memo)
 		switch cr.Result {
 		case "passed":
 			rep.CasesPassed++
@@ -290,7 +292,7 @@ func (sm *summarizer) report() Report {
 
 // reduceCase reduces the classified runs of one case, in repetition
 // order.
-func reduceCase(id string, agg *caseAgg, threshold float64, seed uint64) CaseResult {
+func reduceCase(id string, agg *caseAgg, threshold float64, seed uint64, memo *grade.BootstrapMemo) CaseResult {
 	cr := CaseResult{CaseID: id, TimedOut: agg.timedOut}
 	slices.SortStableFunc(agg.samples, func(a, b repSample) int { return a.rep - b.rep })
 	samples := make([]grade.Sample, len(agg.samples))
@@ -317,7 +319,7 @@ func reduceCase(id string, agg *caseAgg, threshold float64, seed uint64) CaseRes
 	if scored > 1 {
 		ks = append(ks, scored)
 	}
-	cr.Reduction = grade.Reduce(samples, grade.ReduceOptions{Ks: ks, Seed: seed})
+	cr.Reduction = grade.Reduce(samples, grade.ReduceOptions{Ks: ks, Seed: seed, Memo: memo})
 	switch {
 	case cr.PassRate == nil:
 		cr.Result = "unscored"
