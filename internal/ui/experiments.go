@@ -184,7 +184,7 @@ func (u *UI) experimentLiveOf(r *http.Request, s session, id, cursor string) (ex
 	if err != nil {
 		return experimentLive{}, err
 	}
-	runs, next, err := u.store.ListRuns(ctx, s.TenantID, id, store.Page{Limit: gridRuns, Cursor: cursor})
+	runs, next, err := u.store.ListRunOutcomes(ctx, s.TenantID, id, store.Page{Limit: gridRuns, Cursor: cursor})
 	if err != nil {
 		return experimentLive{}, err
 	}
@@ -212,7 +212,7 @@ func (u *UI) experimentLiveOf(r *http.Request, s session, id, cursor string) (ex
 		}
 		row := &l.Grid[len(l.Grid)-1]
 		row.Cells[run.Repetition-1] = &gridCell{Repetition: run.Repetition, Class: run.Classification,
-			TimedOut: run.TimedOut, HasTrajectory: run.TrajectorySHA256 != ""}
+			TimedOut: run.TimedOut, HasTrajectory: run.HasTrajectory}
 	}
 	return l, nil
 }
@@ -220,7 +220,7 @@ func (u *UI) experimentLiveOf(r *http.Request, s session, id, cursor string) (ex
 // reportOf is an experiment's report: for a finished experiment, the
 // summary stored when it finished (or was regraded), which eval computed
 // from every run with the same code; for a running one, computed now
-// from its runs, a page at a time.
+// from its runs' outcomes (not their documents), as ReportFrom does.
 func (u *UI) reportOf(r *http.Request, s session, e store.Experiment) (eval.Report, error) {
 	if e.FinishedAt != nil && len(e.Summary) > 0 {
 		var rep eval.Report
@@ -228,7 +228,7 @@ func (u *UI) reportOf(r *http.Request, s session, e store.Experiment) (eval.Repo
 			return rep, nil
 		}
 	}
-	return eval.ReportFrom(r.Context(), &eval.StoreRecorder{Store: u.store, Tenant: s.TenantID}, e)
+	return eval.ReportFromOutcomes(e, eval.StoreOutcomes(r.Context(), u.store, s.TenantID, e.ID))
 }
 
 // configRepetitions is the repetitions an experiment was run with, 0
@@ -336,29 +336,40 @@ func (u *UI) compare(w http.ResponseWriter, r *http.Request, s session) error {
 		}
 	}
 	d.EA, d.EB = &exps[0], &exps[1]
-	key := comparisonKey(s.TenantID, exps[0], exps[1])
-	c, ok := u.comparisons.get(key)
-	if !ok {
-		var reports [2]eval.Report
-		for i, e := range exps {
-			if reports[i], err = u.reportOf(r, s, e); err != nil {
-				return err
-			}
-		}
-		// The same seed as `gyre eval compare`: B's, else 1.
-		seed := eval.ConfigOf(exps[1]).Seed
-		if seed == 0 {
-			seed = 1
-		}
-		c = eval.CompareReports(reports[0], reports[1], seed)
-		if key != "" {
-			u.comparisons.put(key, c)
-		}
+	c, err := u.comparisonOf(r, s, exps[0], exps[1])
+	if err != nil {
+		return err
 	}
 	d.Comparison = &c
 	d.Cases = regressionsFirst(c.Cases)
 	u.render(w, r, http.StatusOK, "compare", view{Title: "Compare " + short(d.A) + " → " + short(d.B), Nav: "experiments", Session: s, Data: d})
 	return nil
+}
+
+// comparisonOf is b compared with a as `gyre eval compare A B` computes
+// it, kept when both have finished.
+func (u *UI) comparisonOf(r *http.Request, s session, a, b store.Experiment) (eval.Comparison, error) {
+	key := comparisonKey(s.TenantID, a, b)
+	if c, ok := u.comparisons.get(key); ok {
+		return c, nil
+	}
+	var reports [2]eval.Report
+	for i, e := range []store.Experiment{a, b} {
+		var err error
+		if reports[i], err = u.reportOf(r, s, e); err != nil {
+			return eval.Comparison{}, err
+		}
+	}
+	// The same seed as `gyre eval compare`: B's, else 1.
+	seed := eval.ConfigOf(b).Seed
+	if seed == 0 {
+		seed = 1
+	}
+	c := eval.CompareReports(reports[0], reports[1], seed)
+	if key != "" {
+		u.comparisons.put(key, c)
+	}
+	return c, nil
 }
 
 // validUUID reports whether id is a UUID in its canonical form.
