@@ -119,10 +119,10 @@ func (u RunUsage) Tokens() *float64 {
 	return &f
 }
 
-func runUsage(r store.RunRecord) RunUsage {
+func usageOf(raw json.RawMessage) RunUsage {
 	var u RunUsage
-	if len(r.Usage) > 0 {
-		_ = json.Unmarshal(r.Usage, &u)
+	if len(raw) > 0 {
+		_ = json.Unmarshal(raw, &u)
 	}
 	return u
 }
@@ -155,6 +155,45 @@ func summarizeFrom(ctx context.Context, rec Recorder, e store.Experiment, cases 
 		sm.add(r)
 	}
 	return sm.report(), nil
+}
+
+// ReportFromOutcomes summarises a stored experiment as ReportFrom does,
+// from its runs' outcomes (store.ListRunOutcomes), which hold everything
+// the report reads of a record and none of its documents.
+func ReportFromOutcomes(e store.Experiment, outcomes iter.Seq2[store.RunOutcome, error]) (Report, error) {
+	c := ConfigOf(e)
+	sm := newSummarizer(e, c.Cases, CriteriaOf(e), c.Seed)
+	for o, err := range outcomes {
+		if err != nil {
+			return Report{}, fmt.Errorf("read runs of %s: %w", e.ID, err)
+		}
+		sm.addOutcome(o)
+	}
+	return sm.report(), nil
+}
+
+// StoreOutcomes yields the outcomes of an experiment's runs from st, a
+// page of store.MaxRunOutcomes at a time.
+func StoreOutcomes(ctx context.Context, st store.ExperimentStore, tenantID, experimentID string) iter.Seq2[store.RunOutcome, error] {
+	return func(yield func(store.RunOutcome, error) bool) {
+		cursor := ""
+		for {
+			page, next, err := st.ListRunOutcomes(ctx, tenantID, experimentID, store.Page{Limit: store.MaxRunOutcomes, Cursor: cursor})
+			if err != nil {
+				yield(store.RunOutcome{}, err)
+				return
+			}
+			for _, o := range page {
+				if !yield(o, nil) {
+					return
+				}
+			}
+			if next == "" {
+				return
+			}
+			cursor = next
+		}
+	}
 }
 
 // summarizer reduces run records one at a time. It keeps what the report
@@ -203,7 +242,10 @@ func newSummarizer(e store.Experiment, cases int, c Criteria, seed uint64) *summ
 }
 
 // add counts one run record.
-func (sm *summarizer) add(r store.RunRecord) {
+func (sm *summarizer) add(r store.RunRecord) { sm.addOutcome(store.OutcomeOf(r)) }
+
+// addOutcome counts one run record by its outcome.
+func (sm *summarizer) addOutcome(r store.RunOutcome) {
 	agg := sm.byCase[r.CaseID]
 	if agg == nil {
 		agg = &caseAgg{}
@@ -230,7 +272,7 @@ func (sm *summarizer) add(r store.RunRecord) {
 	default:
 		rep.Errors++
 	}
-	u := runUsage(r)
+	u := usageOf(r.Usage)
 	agg.samples = append(agg.samples, repSample{rep: r.Repetition, class: grade.Classification(r.Classification),
 		score: orNaN(r.Score), lat: orNaN(r.LatencyMS), tok: orNaN(u.Tokens()), cost: orNaN(u.CostUSD)})
 	if r.TimedOut {
@@ -274,8 +316,10 @@ func (sm *summarizer) report() Report {
 		lo, hi := grade.Wilson(rep.Passed, n)
 		rep.PassRateInterval = &grade.Interval{Low: lo, High: hi}
 	}
+	// The cases share few score sequences: each is bootstrapped once.
+	var memo grade.BootstrapMemo
 	for _, id := range order {
-		cr := reduceCase(id, sm.byCase[id], sm.crit.CaseThreshold, sm.seed)
+		cr := reduceCase(id, sm.byCase[id], sm.crit.CaseThreshold, sm.seed, &memo)
 		switch cr.Result {
 		case "passed":
 			rep.CasesPassed++
@@ -290,7 +334,7 @@ func (sm *summarizer) report() Report {
 
 // reduceCase reduces the classified runs of one case, in repetition
 // order.
-func reduceCase(id string, agg *caseAgg, threshold float64, seed uint64) CaseResult {
+func reduceCase(id string, agg *caseAgg, threshold float64, seed uint64, memo *grade.BootstrapMemo) CaseResult {
 	cr := CaseResult{CaseID: id, TimedOut: agg.timedOut}
 	slices.SortStableFunc(agg.samples, func(a, b repSample) int { return a.rep - b.rep })
 	samples := make([]grade.Sample, len(agg.samples))
@@ -317,7 +361,7 @@ func reduceCase(id string, agg *caseAgg, threshold float64, seed uint64) CaseRes
 	if scored > 1 {
 		ks = append(ks, scored)
 	}
-	cr.Reduction = grade.Reduce(samples, grade.ReduceOptions{Ks: ks, Seed: seed})
+	cr.Reduction = grade.Reduce(samples, grade.ReduceOptions{Ks: ks, Seed: seed, Memo: memo})
 	switch {
 	case cr.PassRate == nil:
 		cr.Result = "unscored"

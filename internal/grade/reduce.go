@@ -88,6 +88,9 @@ type ReduceOptions struct {
 	// Resamples is the number of bootstrap resamples; 0 means
 	// DefaultResamples.
 	Resamples int
+	// Memo, when set, remembers bootstrap intervals across the Reduce
+	// calls that share it (the cases of one report).
+	Memo *BootstrapMemo
 }
 
 // Reduce summarises samples (SPEC §8): counts, pass rate with a Wilson
@@ -130,7 +133,7 @@ func Reduce(samples []Sample, opts ReduceOptions) Reduction {
 	if n > 0 {
 		lo, hi := Wilson(r.Passed, n)
 		r.PassRate = &Estimate{Value: float64(r.Passed) / float64(n), Interval: Interval{lo, hi}, N: n}
-		lo, hi = BootstrapMean(scores, opts.Resamples, opts.Seed)
+		lo, hi = opts.Memo.BootstrapMean(scores, opts.Resamples, opts.Seed)
 		r.MeanScore = &Estimate{Value: mean(scores), Interval: Interval{lo, hi}, N: len(scores)}
 	}
 	for _, k := range opts.Ks {
@@ -206,18 +209,30 @@ func BootstrapMean(values []float64, resamples int, seed uint64) (low, high floa
 	if resamples <= 0 {
 		resamples = DefaultResamples
 	}
-	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	means := make([]float64, resamples)
 	n := len(values)
+	if v, ok := allSame(values); ok {
+		// Every resample is n copies of v: they share one mean, whatever
+		// the draws, so none is drawn.
+		sum := 0.0
+		for range n {
+			sum += v
+		}
+		m := sum / float64(n)
+		return m, m
+	}
+	src := rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)
+	buf := meansPool.Get().(*[]float64)
+	defer meansPool.Put(buf)
+	means := slices.Grow((*buf)[:0], resamples)[:resamples]
+	*buf = means
 	for r := range means {
 		sum := 0.0
 		for range n {
-			sum += values[rng.IntN(n)]
+			sum += values[drawIndex(src, n)]
 		}
 		means[r] = sum / float64(n)
 	}
-	slices.Sort(means)
-	return quantile(means, 0.025), quantile(means, 0.975)
+	return quantilePair(means, 0.025, 0.975)
 }
 
 // PairedBootstrapMeanDiff returns the mean of b[i]-a[i] and its 95%

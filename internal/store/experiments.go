@@ -43,6 +43,11 @@ type ExperimentStore interface {
 	// ListRuns lists an experiment's run records by case id, then
 	// repetition. ErrNotFound if the experiment is not the tenant's.
 	ListRuns(ctx context.Context, tenantID, experimentID string, p Page) (runs []RunRecord, next string, err error)
+	// ListRunOutcomes lists what an experiment's report and grid read of
+	// its run records (RunOutcome: no document but the usage), in
+	// ListRuns' order, up to MaxRunOutcomes a page; its cursors are its
+	// own. ErrNotFound if the experiment is not the tenant's.
+	ListRunOutcomes(ctx context.Context, tenantID, experimentID string, p Page) (outcomes []RunOutcome, next string, err error)
 
 	// PutBlobRef records that the tenant stored the content-addressed blob
 	// sha256 of size bytes; created is false when it was recorded before.
@@ -204,6 +209,36 @@ type RunRecord struct {
 	// tenant (as PutBlobRef does) in the same transaction. They are not
 	// read back.
 	Blobs []BlobRef
+}
+
+// MaxRunOutcomes is the largest page of ListRunOutcomes: an outcome is a
+// few dozen bytes, so a page holds a large experiment's runs.
+const MaxRunOutcomes = 5000
+
+// RunOutcome is what a report reads of a run record: its result and the
+// numbers the summary averages, without the record's documents (output,
+// verdicts, input, graders, attempts), which a report never reads.
+type RunOutcome struct {
+	CaseID     string
+	Repetition int
+	// Classification is passed, failed, unscored or error; "" while the
+	// run is in flight.
+	Classification string
+	TimedOut       bool
+	Model          string
+	Score          *float64
+	LatencyMS      *float64
+	// Usage is {prompt_tokens, completion_tokens, cost_usd}, JSON; nil
+	// when the run reported none.
+	Usage json.RawMessage
+	// HasTrajectory reports that the run stored a trajectory blob.
+	HasTrajectory bool
+}
+
+// OutcomeOf is the outcome of a run record, as ListRunOutcomes reads it.
+func OutcomeOf(r RunRecord) RunOutcome {
+	return RunOutcome{CaseID: r.CaseID, Repetition: r.Repetition, Classification: r.Classification, TimedOut: r.TimedOut,
+		Model: r.Model, Score: r.Score, LatencyMS: r.LatencyMS, Usage: r.Usage, HasTrajectory: r.TrajectorySHA256 != ""}
 }
 
 // BlobRef is a content-addressed blob a tenant stored.

@@ -1,10 +1,10 @@
 package ui
 
 import (
+	"bytes"
 	"cmp"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
+	"hash/maphash"
 	"net/http"
 	"slices"
 	"strconv"
@@ -43,9 +43,13 @@ type experimentRow struct {
 // listSummary is what the list reads of a stored summary: its counts,
 // not its per-case results.
 type listSummary struct {
-	Runs, Passed, Failed, Unscored, Errors int
-	PassRate                               *float64                     `json:"pass_rate"`
-	PassRateInterval                       *struct{ Low, High float64 } `json:"pass_rate_interval"`
+	Runs             int                          `json:"runs"`
+	Passed           int                          `json:"passed"`
+	Failed           int                          `json:"failed"`
+	Unscored         int                          `json:"unscored"`
+	Errors           int                          `json:"errors"`
+	PassRate         *float64                     `json:"pass_rate"`
+	PassRateInterval *struct{ Low, High float64 } `json:"pass_rate_interval"`
 }
 
 // capabilities is what the pages read of a harness's capabilities
@@ -67,12 +71,38 @@ func capabilitiesOf(e store.Experiment) capabilities {
 func experimentRowOf(e store.Experiment) experimentRow {
 	row := experimentRow{Experiment: e, Running: e.FinishedAt == nil, Revision: capabilitiesOf(e).Revision}
 	if len(e.Summary) > 0 {
-		var rep listSummary
-		if json.Unmarshal(e.Summary, &rep) == nil {
-			row.Report = &rep
-		}
+		row.Report = listSummaryOf(e.Summary)
 	}
 	return row
+}
+
+// listSummaryOf reads the counts of a stored summary, nil when it is not
+// a JSON object. It stops once it has them: a summary holds a result per
+// case after its counts, which the list never reads.
+func listSummaryOf(summary json.RawMessage) *listSummary {
+	dec := json.NewDecoder(bytes.NewReader(summary))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil
+	}
+	var rep listSummary
+	want := map[string]any{"runs": &rep.Runs, "passed": &rep.Passed, "failed": &rep.Failed, "unscored": &rep.Unscored,
+		"errors": &rep.Errors, "pass_rate": &rep.PassRate, "pass_rate_interval": &rep.PassRateInterval}
+	for len(want) > 0 && dec.More() {
+		t, err := dec.Token()
+		name, ok := t.(string)
+		if err != nil || !ok {
+			return nil
+		}
+		dst, ok := want[name]
+		if !ok {
+			dst = new(json.RawMessage)
+		}
+		if err := dec.Decode(dst); err != nil {
+			return nil
+		}
+		delete(want, name)
+	}
+	return &rep
 }
 
 type experimentsData struct {
@@ -184,7 +214,7 @@ func (u *UI) experimentLiveOf(r *http.Request, s session, id, cursor string) (ex
 	if err != nil {
 		return experimentLive{}, err
 	}
-	runs, next, err := u.store.ListRuns(ctx, s.TenantID, id, store.Page{Limit: gridRuns, Cursor: cursor})
+	runs, next, err := u.store.ListRunOutcomes(ctx, s.TenantID, id, store.Page{Limit: gridRuns, Cursor: cursor})
 	if err != nil {
 		return experimentLive{}, err
 	}
@@ -212,7 +242,7 @@ func (u *UI) experimentLiveOf(r *http.Request, s session, id, cursor string) (ex
 		}
 		row := &l.Grid[len(l.Grid)-1]
 		row.Cells[run.Repetition-1] = &gridCell{Repetition: run.Repetition, Class: run.Classification,
-			TimedOut: run.TimedOut, HasTrajectory: run.TrajectorySHA256 != ""}
+			TimedOut: run.TimedOut, HasTrajectory: run.HasTrajectory}
 	}
 	return l, nil
 }
@@ -220,15 +250,20 @@ func (u *UI) experimentLiveOf(r *http.Request, s session, id, cursor string) (ex
 // reportOf is an experiment's report: for a finished experiment, the
 // summary stored when it finished (or was regraded), which eval computed
 // from every run with the same code; for a running one, computed now
-// from its runs, a page at a time.
+// from its runs' outcomes (not their documents), as ReportFrom does.
 func (u *UI) reportOf(r *http.Request, s session, e store.Experiment) (eval.Report, error) {
 	if e.FinishedAt != nil && len(e.Summary) > 0 {
+		key := summaryKey(s.TenantID, e)
+		if rep, ok := u.reports.get(key); ok {
+			return rep, nil
+		}
 		var rep eval.Report
 		if err := json.Unmarshal(e.Summary, &rep); err == nil && rep.ExperimentID == e.ID {
+			u.reports.put(key, rep)
 			return rep, nil
 		}
 	}
-	return eval.ReportFrom(r.Context(), &eval.StoreRecorder{Store: u.store, Tenant: s.TenantID}, e)
+	return eval.ReportFromOutcomes(e, eval.StoreOutcomes(r.Context(), u.store, s.TenantID, e.ID))
 }
 
 // configRepetitions is the repetitions an experiment was run with, 0
@@ -336,29 +371,38 @@ func (u *UI) compare(w http.ResponseWriter, r *http.Request, s session) error {
 		}
 	}
 	d.EA, d.EB = &exps[0], &exps[1]
-	key := comparisonKey(s.TenantID, exps[0], exps[1])
-	c, ok := u.comparisons.get(key)
-	if !ok {
-		var reports [2]eval.Report
-		for i, e := range exps {
-			if reports[i], err = u.reportOf(r, s, e); err != nil {
-				return err
-			}
-		}
-		// The same seed as `gyre eval compare`: B's, else 1.
-		seed := eval.ConfigOf(exps[1]).Seed
-		if seed == 0 {
-			seed = 1
-		}
-		c = eval.CompareReports(reports[0], reports[1], seed)
-		if key != "" {
-			u.comparisons.put(key, c)
-		}
+	c, err := u.comparisonOf(r, s, exps[0], exps[1])
+	if err != nil {
+		return err
 	}
 	d.Comparison = &c
 	d.Cases = regressionsFirst(c.Cases)
 	u.render(w, r, http.StatusOK, "compare", view{Title: "Compare " + short(d.A) + " → " + short(d.B), Nav: "experiments", Session: s, Data: d})
 	return nil
+}
+
+// comparisonOf is b compared with a as `gyre eval compare A B` computes
+// it, kept when both have finished.
+func (u *UI) comparisonOf(r *http.Request, s session, a, b store.Experiment) (eval.Comparison, error) {
+	key := comparisonKey(s.TenantID, a, b)
+	if c, ok := u.comparisons.get(key); ok {
+		return c, nil
+	}
+	var reports [2]eval.Report
+	for i, e := range []store.Experiment{a, b} {
+		var err error
+		if reports[i], err = u.reportOf(r, s, e); err != nil {
+			return eval.Comparison{}, err
+		}
+	}
+	// The same seed as `gyre eval compare`: B's, else 1.
+	seed := eval.ConfigOf(b).Seed
+	if seed == 0 {
+		seed = 1
+	}
+	c := eval.CompareReports(reports[0], reports[1], seed)
+	u.comparisons.put(key, c)
+	return c, nil
 }
 
 // validUUID reports whether id is a UUID in its canonical form.
@@ -420,31 +464,52 @@ func signedPct(v *float64) string {
 	return s
 }
 
-// comparisonKey names the comparison of two finished experiments by
-// their summaries' digests (a regrade replaces a summary but keeps the
-// finish time); "" when one is running, whose comparison is never kept.
-func comparisonKey(tenantID string, a, b store.Experiment) string {
-	if a.FinishedAt == nil || b.FinishedAt == nil {
+// summaryKey names a finished experiment's stored summary by a digest of
+// it (a regrade replaces a summary but keeps the finish time); "" while
+// the experiment runs.
+func summaryKey(tenantID string, e store.Experiment) string {
+	if e.FinishedAt == nil {
 		return ""
 	}
-	ha, hb := sha256.Sum256(a.Summary), sha256.Sum256(b.Summary)
-	return tenantID + "/" + a.ID + "/" + hex.EncodeToString(ha[:8]) + "/" + b.ID + "/" + hex.EncodeToString(hb[:8])
+	return tenantID + "/" + e.ID + "/" + strconv.FormatUint(maphash.Bytes(summarySeed, e.Summary), 16)
 }
 
-// comparisonCache keeps the last comparisons of finished experiments:
-// the paired bootstrap of a thousand cases takes a few hundred
-// milliseconds, and its inputs do not change.
-type comparisonCache struct {
+// summarySeed seeds the summaries' digests: they name cache entries of
+// this process only.
+var summarySeed = maphash.MakeSeed()
+
+// comparisonKey names the comparison of two finished experiments by
+// their summaries; "" when one is running, whose comparison is never
+// kept.
+func comparisonKey(tenantID string, a, b store.Experiment) string {
+	ka, kb := summaryKey(tenantID, a), summaryKey(tenantID, b)
+	if ka == "" || kb == "" {
+		return ""
+	}
+	return ka + "|" + kb
+}
+
+// kept keeps the last few values computed from finished experiments,
+// which do not change: the paired bootstrap of a comparison, a decoded
+// summary. The empty key is never kept. The zero value is ready.
+type kept[V any] struct {
 	mu sync.Mutex
-	m  map[string]eval.Comparison
+	m  map[string]V
 }
 
-// maxComparisons bounds the cache; it starts afresh when full.
-const maxComparisons = 32
+// comparisonCache keeps comparisons, reportCache decoded summaries.
+type (
+	comparisonCache = kept[eval.Comparison]
+	reportCache     = kept[eval.Report]
+)
 
-func (c *comparisonCache) get(key string) (eval.Comparison, bool) {
+// maxKept bounds a kept's entries; it starts afresh when full.
+const maxKept = 32
+
+func (c *kept[V]) get(key string) (V, bool) {
+	var zero V
 	if key == "" {
-		return eval.Comparison{}, false
+		return zero, false
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -452,11 +517,14 @@ func (c *comparisonCache) get(key string) (eval.Comparison, bool) {
 	return v, ok
 }
 
-func (c *comparisonCache) put(key string, v eval.Comparison) {
+func (c *kept[V]) put(key string, v V) {
+	if key == "" {
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.m == nil || len(c.m) >= maxComparisons {
-		c.m = map[string]eval.Comparison{}
+	if c.m == nil || len(c.m) >= maxKept {
+		c.m = map[string]V{}
 	}
 	c.m[key] = v
 }

@@ -72,8 +72,10 @@ type UI struct {
 	// trajectories keeps the last parsed trajectories for the viewer's
 	// pages of steps.
 	trajectories *trajectoryCache
-	// comparisons keeps the last comparisons of finished experiments.
+	// comparisons keeps the last comparisons of finished experiments,
+	// reports their decoded summaries.
 	comparisons comparisonCache
+	reports     reportCache
 }
 
 //go:embed static

@@ -381,6 +381,77 @@ func (s *Store) ListRuns(ctx context.Context, tenantID, experimentID string, p s
 	return out, next, nil
 }
 
+// ListRunOutcomes lists what reports read of an experiment's run records,
+// by case id, then repetition, without their documents.
+func (s *Store) ListRunOutcomes(ctx context.Context, tenantID, experimentID string, p store.Page) ([]store.RunOutcome, string, error) {
+	cur := listCursor(tenantID, "run-outcomes", experimentID)
+	afterCase, afterRep, err := decodeRunCursor(cur, p.Cursor)
+	if err != nil {
+		return nil, "", fmt.Errorf("list run outcomes: %w", err)
+	}
+	var one int
+	if err := s.reader.QueryRowContext(ctx, `SELECT 1 FROM experiments WHERE tenant_id = $1 AND id = $2`,
+		tenantID, experimentID).Scan(&one); err != nil {
+		return nil, "", fmt.Errorf("list run outcomes: %w", notFound("experiment", err))
+	}
+	n := p.Limit
+	switch {
+	case n <= 0:
+		n = defaultLimit
+	case n > store.MaxRunOutcomes:
+		n = store.MaxRunOutcomes
+	}
+	rows, err := s.reader.QueryContext(ctx,
+		`SELECT case_id, repetition, classification, timed_out, model, score, latency_ms, usage, trajectory_blob IS NOT NULL
+		 FROM runs
+		 WHERE tenant_id = $1 AND experiment_id = $2 AND (case_id > $3 OR (case_id = $3 AND repetition > $4))
+		 ORDER BY case_id, repetition
+		 LIMIT `+strconv.Itoa(n+1),
+		tenantID, experimentID, afterCase, afterRep)
+	if err != nil {
+		return nil, "", fmt.Errorf("list run outcomes: %w", err)
+	}
+	defer rows.Close()
+	out := make([]store.RunOutcome, 0, min(n, 512))
+	for rows.Next() {
+		var (
+			o             store.RunOutcome
+			class, model  sql.NullString
+			usage         sql.NullString
+			score, latent sql.NullFloat64
+		)
+		if err := rows.Scan(&o.CaseID, &o.Repetition, &class, &o.TimedOut, &model, &score, &latent, &usage, &o.HasTrajectory); err != nil {
+			return nil, "", fmt.Errorf("list run outcomes: %w", err)
+		}
+		o.Classification = class.String
+		m, err := fromJSONText(model)
+		if err != nil {
+			return nil, "", fmt.Errorf("list run outcomes: %w", err)
+		}
+		if m != nil {
+			o.Model = *m
+		}
+		if score.Valid {
+			o.Score = &score.Float64
+		}
+		if latent.Valid {
+			o.LatencyMS = &latent.Float64
+		}
+		o.Usage = rawOrNil(usage)
+		out = append(out, o)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", fmt.Errorf("list run outcomes: %w", err)
+	}
+	var next string
+	if len(out) > n {
+		out = out[:n]
+		last := out[n-1]
+		next = cur.encode(strconv.Itoa(last.Repetition) + ":" + last.CaseID)
+	}
+	return out, next, nil
+}
+
 // decodeRunCursor reads the position of a runs cursor,
 // "<repetition>:<case id>", or "", 0 for the first page: the empty case id
 // sorts before every stored one.

@@ -1,7 +1,9 @@
 package sqlstore
 
 import (
+	"database/sql"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -109,4 +111,36 @@ func TestLockKey(t *testing.T) {
 	if LockKey("a", "migrate") != LockKey("a", "migrate") {
 		t.Error("lock key is not stable")
 	}
+}
+
+// fromJSONText skips json.Unmarshal for a literal without escapes: it
+// must read every literal as json.Unmarshal does.
+func TestFromJSONTextReadsWhatUnmarshalReads(t *testing.T) {
+	t.Parallel()
+	for _, lit := range []string{`""`, `"gpt-4o"`, `"héllo wörld"`, `"a\"b"`, `"a\\b"`, `"a\u0000b"`, `"\u00e9"`, "\"tab\there\"",
+		"\"bad \xff utf8\"", `"unterminated`, `x"`, `"`, `"a"b"`, `123`, `"line\nbreak"`, "\"\u2028\"", `"<>&"`} {
+		var want string
+		wantErr := json.Unmarshal([]byte(lit), &want)
+		got, err := fromJSONText(sql.NullString{String: lit, Valid: true})
+		switch {
+		case (err != nil) != (wantErr != nil):
+			t.Errorf("%q: error %v, json.Unmarshal's %v", lit, err, wantErr)
+		case err == nil && *got != want:
+			t.Errorf("%q: read %q, json.Unmarshal reads %q", lit, *got, want)
+		}
+	}
+}
+
+func FuzzFromJSONText(f *testing.F) {
+	for _, s := range []string{`"m"`, `"a\"b"`, "\"\xff\"", `"\u0041"`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, lit string) {
+		var want string
+		wantErr := json.Unmarshal([]byte(lit), &want)
+		got, err := fromJSONText(sql.NullString{String: lit, Valid: true})
+		if (err != nil) != (wantErr != nil) || err == nil && *got != want {
+			t.Fatalf("%q: read %v, %v; json.Unmarshal reads %q, %v", lit, got, err, want, wantErr)
+		}
+	})
 }

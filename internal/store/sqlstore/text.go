@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/gyrehq/gyre/internal/store"
 )
@@ -53,10 +54,38 @@ func jsonTextPtr(s *string) any {
 	return string(b)
 }
 
+// plainJSONString is the text of a JSON string literal that holds no
+// escape, no control character and only valid UTF-8 — most stored text
+// (model names, run ids) — which json.Unmarshal would decode to exactly
+// what lies between its quotes; ok is false for any other literal.
+func plainJSONString(lit string) (string, bool) {
+	if len(lit) < 2 || lit[0] != '"' || lit[len(lit)-1] != '"' {
+		return "", false
+	}
+	inner := lit[1 : len(lit)-1]
+	if strings.ContainsAny(inner, `"\`) || hasControl(inner) || !utf8.ValidString(inner) {
+		return "", false
+	}
+	return inner, true
+}
+
+// hasControl reports whether s holds a byte below 0x20.
+func hasControl(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 {
+			return true
+		}
+	}
+	return false
+}
+
 // fromJSONText reads a column written by jsonText: nil for NULL.
 func fromJSONText(ns sql.NullString) (*string, error) {
 	if !ns.Valid {
 		return nil, nil
+	}
+	if s, ok := plainJSONString(ns.String); ok {
+		return &s, nil
 	}
 	var s string
 	if err := json.Unmarshal([]byte(ns.String), &s); err != nil {

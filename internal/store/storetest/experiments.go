@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,6 +26,10 @@ func runExperiments(t *testing.T, open Opener) {
 	t.Run("PutRun", func(t *testing.T) { t.Parallel(); testPutRun(t, open) })
 	t.Run("PutRunRejects", func(t *testing.T) { t.Parallel(); testPutRunRejects(t, open) })
 	t.Run("ListRunsPages", func(t *testing.T) { t.Parallel(); testListRunsPages(t, open) })
+	t.Run("RunOutcomesAreTheRecordsWithoutTheirDocuments", func(t *testing.T) {
+		t.Parallel()
+		testRunOutcomes(t, open)
+	})
 	t.Run("ConcurrentPutRuns", func(t *testing.T) { t.Parallel(); testConcurrentPutRuns(t, open) })
 	t.Run("BlobRefs", func(t *testing.T) { t.Parallel(); testBlobRefs(t, open) })
 	t.Run("ExperimentIsolation", func(t *testing.T) { t.Parallel(); testExperimentIsolation(t, open) })
@@ -520,5 +525,105 @@ func testExperimentIsolation(t *testing.T, open Opener) {
 	got, _ := s.Run(ctx, a.ID, e.ID, "c", 1)
 	if got.Classification != "" {
 		t.Errorf("another tenant changed the run: %+v", got)
+	}
+}
+
+func testRunOutcomes(t *testing.T, open Opener) {
+	s := open(t, clock.NewFake(Start))
+	ctx := t.Context()
+	tn := mustTenant(t, s, "acme")
+	other := mustTenant(t, s, "other")
+	e := mustExperiment(t, s, tn.ID)
+	score, zero, lat := 0.75, 0.0, 1234.5
+	answer := "42"
+	sha := fmt.Sprintf("%x", sha256.Sum256([]byte("trajectory")))
+	// Written out of order, every shape a report meets: in flight, each
+	// classification, a timeout, a model holding NUL, absent and zero
+	// numbers, usage or none, a trajectory or none.
+	records := []store.RunRecord{
+		{CaseID: "b", Repetition: 2, RunID: "r1", Classification: "passed", Model: "m-1", Score: &score, LatencyMS: &lat,
+			Usage: json.RawMessage(`{"prompt_tokens":10,"completion_tokens":2,"cost_usd":0.5}`), TrajectorySHA256: sha,
+			Answer: &answer, Output: json.RawMessage(`{"big":"document"}`), Verdicts: json.RawMessage(`[{"grader":"g","pass":true}]`),
+			Blobs: []store.BlobRef{{SHA256: sha, Size: 10}}},
+		{CaseID: "b", Repetition: 1, RunID: "r2", Classification: "failed", TimedOut: true, Model: "m\x00nul", Score: &zero},
+		{CaseID: "a", Repetition: 10, Classification: "unscored", Usage: json.RawMessage(`{}`)},
+		{CaseID: "a", Repetition: 2, Classification: "error", Model: "m-2"},
+		{CaseID: "a", Repetition: 1},
+		{CaseID: "c", Repetition: 1, Classification: "passed", Score: &zero, LatencyMS: &zero},
+	}
+	for _, r := range records {
+		r.TenantID, r.ExperimentID = tn.ID, e.ID
+		if _, err := s.PutRun(ctx, r); err != nil {
+			t.Fatalf("PutRun(%s/%d): %v", r.CaseID, r.Repetition, err)
+		}
+	}
+	var want []store.RunOutcome
+	for cursor := ""; ; {
+		page, next, err := s.ListRuns(ctx, tn.ID, e.ID, store.Page{Limit: 500, Cursor: cursor})
+		if err != nil {
+			t.Fatalf("ListRuns: %v", err)
+		}
+		for _, r := range page {
+			want = append(want, store.OutcomeOf(r))
+		}
+		if cursor = next; cursor == "" {
+			break
+		}
+	}
+	if len(want) != len(records) {
+		t.Fatalf("ListRuns gave %d records, want %d", len(want), len(records))
+	}
+	var got []store.RunOutcome
+	cursor, pages := "", 0
+	for ; ; pages++ {
+		page, next, err := s.ListRunOutcomes(ctx, tn.ID, e.ID, store.Page{Limit: 4, Cursor: cursor})
+		if err != nil {
+			t.Fatalf("ListRunOutcomes: %v", err)
+		}
+		got = append(got, page...)
+		if cursor = next; cursor == "" {
+			break
+		}
+		if pages > 5 {
+			t.Fatal("too many pages")
+		}
+	}
+	if pages != 1 {
+		t.Errorf("%d outcomes in pages of 4 took %d more pages, want 1", len(got), pages)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("ListRunOutcomes differs from the records ListRuns reads (-want +got):\n%s", diff)
+	}
+	if got[0].CaseID != "a" || got[0].Repetition != 1 || got[2].Repetition != 10 {
+		t.Errorf("outcomes not by case id, then repetition: %+v", got[:3])
+	}
+	if got[0].Classification != "" || got[1].Classification != "error" || got[2].Classification != "unscored" {
+		t.Errorf("in flight, error and unscored must stay distinct: %q %q %q", got[0].Classification, got[1].Classification, got[2].Classification)
+	}
+	if b := got[4]; !b.HasTrajectory || b.Score == nil || *b.Score != 0.75 || b.Model != "m-1" || b.LatencyMS == nil || *b.LatencyMS != lat {
+		t.Errorf("outcome b/2 = %+v", b)
+	}
+	if b := got[3]; b.HasTrajectory || !b.TimedOut || b.Model != "m\x00nul" || b.Usage != nil || b.LatencyMS != nil {
+		t.Errorf("outcome b/1 = %+v", b)
+	}
+
+	all, next, err := s.ListRunOutcomes(ctx, tn.ID, e.ID, store.Page{Limit: store.MaxRunOutcomes + 1})
+	if err != nil || next != "" || len(all) != len(records) {
+		t.Errorf("ListRunOutcomes(one large page) = %d outcomes, next %q, %v", len(all), next, err)
+	}
+	runsPage, runsNext, err := s.ListRuns(ctx, tn.ID, e.ID, store.Page{Limit: 2})
+	if err != nil || runsNext == "" || len(runsPage) != 2 {
+		t.Fatalf("ListRuns(2) = %d, %q, %v", len(runsPage), runsNext, err)
+	}
+	for _, bad := range []string{"bogus", runsNext} {
+		if _, _, err := s.ListRunOutcomes(ctx, tn.ID, e.ID, store.Page{Cursor: bad}); !errors.Is(err, store.ErrInvalidCursor) {
+			t.Errorf("cursor %q (not one of ListRunOutcomes): error = %v, want ErrInvalidCursor", bad, err)
+		}
+	}
+	if _, _, err := s.ListRunOutcomes(ctx, other.ID, e.ID, store.Page{}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("ListRunOutcomes(another tenant's experiment) error = %v, want ErrNotFound", err)
+	}
+	if _, _, err := s.ListRunOutcomes(ctx, tn.ID, uuid.Must(uuid.NewV7()).String(), store.Page{}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("ListRunOutcomes(unknown experiment) error = %v, want ErrNotFound", err)
 	}
 }

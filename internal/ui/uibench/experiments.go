@@ -5,16 +5,25 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/gyrehq/gyre/internal/blobstore"
 	"github.com/gyrehq/gyre/internal/eval"
 	"github.com/gyrehq/gyre/internal/store"
+	"github.com/gyrehq/gyre/internal/ui"
 )
 
 // seededExperiments is what seedExperiments made.
 type seededExperiments struct {
 	A, B string
+	// Running is an experiment of as many runs that has not finished:
+	// its page computes its report from its runs on every refresh.
+	Running string
 	// BigRun is the case of B's run whose trajectory is 5 MB (repetition 1).
 	BigRun string
 }
@@ -25,7 +34,8 @@ const reps = 5
 // seedExperiments writes two finished experiments of runs/2 run records
 // each (cases × 5 repetitions, every classification, each with a small
 // ATIF trajectory; one run of B with a 5 MB one) through the store, as
-// the evaluator's store recorder does.
+// the evaluator's store recorder does, then a third of as many runs that
+// is still running: the last twentieth of its cases are in flight.
 func seedExperiments(ctx context.Context, st store.Store, blobs *blobstore.Store, tenantID string, runs int) (seededExperiments, error) {
 	var out seededExperiments
 	small, err := putTrajectory(ctx, blobs, tenantID, trajectory(8))
@@ -38,7 +48,7 @@ func seedExperiments(ctx context.Context, st store.Store, blobs *blobstore.Store
 	}
 	cases := max(runs/2/reps, 1)
 	rec := &eval.StoreRecorder{Store: st, Tenant: tenantID}
-	for x := range 2 {
+	for x := range 3 {
 		e, err := st.CreateExperiment(ctx, store.NewExperiment{TenantID: tenantID, Suite: "bench", SuiteVersion: "1",
 			Harness: "http://harness.bench", Capabilities: json.RawMessage(`{"agent":"bench-harness","revision":"0123456789ab"}`),
 			Config: json.RawMessage(fmt.Sprintf(`{"repetitions":%d,"case_threshold":1,"max_unscored_rate":0.2,"seed":7,"cases":%d}`, reps, cases))})
@@ -48,6 +58,9 @@ func seedExperiments(ctx context.Context, st store.Store, blobs *blobstore.Store
 		for c := range cases {
 			for r := 1; r <= reps; r++ {
 				class := [...]string{"passed", "passed", "failed", "unscored", "error", "passed"}[(c+r+x)%6]
+				if x == 2 && c >= cases-cases/20 {
+					class = "" // in flight
+				}
 				pass := "true"
 				switch class {
 				case "failed":
@@ -74,6 +87,10 @@ func seedExperiments(ctx context.Context, st store.Store, blobs *blobstore.Store
 					return out, err
 				}
 			}
+		}
+		if x == 2 {
+			out.Running = e.ID
+			break
 		}
 		e, err = st.Experiment(ctx, tenantID, e.ID)
 		if err != nil {
@@ -146,15 +163,93 @@ func seedTurns(ctx context.Context, st store.Store, tenantID string, n int) erro
 	return nil
 }
 
-// keptExperiments finds the two experiments seedExperiments made in a
-// store kept from an earlier run: B is the newest, A the one before.
+// keptExperiments finds the experiments seedExperiments made in a store
+// kept from an earlier run: the running one, B the newest finished one,
+// A the one before.
 func keptExperiments(ctx context.Context, st store.Store, tenantID string) (seededExperiments, error) {
-	xs, _, err := st.ListExperiments(ctx, tenantID, store.Page{Limit: 2})
+	xs, _, err := st.ListExperiments(ctx, tenantID, store.Page{Limit: 3})
 	if err != nil {
 		return seededExperiments{}, err
 	}
-	if len(xs) < 2 {
-		return seededExperiments{}, fmt.Errorf("the kept store holds %d experiments, not the 2 seeded ones", len(xs))
+	out := seededExperiments{BigRun: "case-00000"}
+	for _, e := range xs {
+		switch {
+		case e.FinishedAt == nil && out.Running == "":
+			out.Running = e.ID
+		case e.FinishedAt != nil && out.B == "":
+			out.B = e.ID
+		case e.FinishedAt != nil && out.A == "":
+			out.A = e.ID
+		}
 	}
-	return seededExperiments{A: xs[1].ID, B: xs[0].ID, BigRun: "case-00000"}, nil
+	if out.A == "" || out.B == "" || out.Running == "" {
+		return out, fmt.Errorf("the kept store does not hold the 3 seeded experiments (2 finished, 1 running): seed it again")
+	}
+	return out, nil
+}
+
+// experimentPages are the evaluation pages measured: the lists, the
+// finished and the running experiment with their live fragments, the
+// comparison and the runs (the 5 MB trajectory among them).
+func experimentPages(exps seededExperiments) []string {
+	return []string{
+		"/ui/experiments",
+		"/ui/experiments?suite=bench&state=finished",
+		"/ui/experiments/" + exps.B,
+		"/ui/experiments/" + exps.B + "/live",
+		"/ui/experiments/" + exps.Running,
+		"/ui/experiments/" + exps.Running + "/live",
+		"/ui/compare?a=" + exps.A + "&b=" + exps.B,
+		"/ui/experiments/" + exps.B + "/runs/" + exps.BigRun + "/1",
+		"/ui/experiments/" + exps.B + "/runs/" + exps.BigRun + "/1/steps?from=1000",
+		"/ui/experiments/" + exps.B + "/runs/" + exps.BigRun + "/2",
+	}
+}
+
+// firstViewPages are pages whose first view computes what later views
+// reuse: they are measured again each on a fresh UI, as after a restart.
+func firstViewPages(exps seededExperiments) []string {
+	return []string{
+		"/ui/compare?a=" + exps.A + "&b=" + exps.B,
+		"/ui/compare?a=" + exps.A + "&b=" + exps.Running,
+		"/ui/experiments/" + exps.Running,
+	}
+}
+
+// measureFirstViews asks for each of firstViewPages requests times, each
+// from a fresh UI (made before the clock starts), and writes their server
+// times to w: nothing an earlier view computed is reused.
+func measureFirstViews(w io.Writer, st store.Store, blobs *blobstore.Store, cookies []*http.Cookie, exps seededExperiments, requests int) error {
+	fmt.Fprintln(w, "first views (a fresh UI each time):")
+	for _, p := range firstViewPages(exps) {
+		var ds []time.Duration
+		var cpu time.Duration
+		for range requests {
+			web, err := ui.New(ui.Config{}, ui.Deps{Store: st, Blobs: blobs})
+			if err != nil {
+				return err
+			}
+			req := httptest.NewRequest("GET", p, nil)
+			for _, c := range cookies {
+				req.AddCookie(c)
+			}
+			rec := httptest.NewRecorder()
+			cpu0, t0 := cpuTime(), time.Now()
+			web.ServeHTTP(rec, req)
+			ds = append(ds, time.Since(t0))
+			cpu += cpuTime() - cpu0
+			if rec.Code != http.StatusOK {
+				return fmt.Errorf("%s: status %d: %s", p, rec.Code, rec.Body.String())
+			}
+		}
+		slices.Sort(ds)
+		ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+		name := p
+		if len(name) > 60 {
+			name = name[:57] + "..."
+		}
+		fmt.Fprintf(w, "%-60s %10.1f %10.1f %10.1f %10.1f\n", name, ms(ds[len(ds)/2]), ms(ds[len(ds)*95/100]), ms(ds[len(ds)-1]),
+			ms(cpu/time.Duration(requests)))
+	}
+	return nil
 }

@@ -192,14 +192,7 @@ func measure(ctx context.Context, w io.Writer, o options) error {
 		"/ui/batches/" + batches[0].ID + "?training=true&outcome=passed",
 		"/ui/batches/" + batches[0].ID + "/live",
 		"/ui/rollouts/" + rs[0].ID,
-		"/ui/experiments",
-		"/ui/experiments?suite=bench&state=finished",
-		"/ui/experiments/" + exps.B,
-		"/ui/experiments/" + exps.B + "/live",
-		"/ui/compare?a=" + exps.A + "&b=" + exps.B,
-		"/ui/experiments/" + exps.B + "/runs/" + exps.BigRun + "/1",
-		"/ui/experiments/" + exps.B + "/runs/" + exps.BigRun + "/1/steps?from=1000",
-		"/ui/experiments/" + exps.B + "/runs/" + exps.BigRun + "/2",
+		// experimentPages (experiments.go) go here
 		"/ui/turns",
 		"/ui/turns?conversation=conv-7",
 		"/ui/datasets",
@@ -210,6 +203,7 @@ func measure(ctx context.Context, w io.Writer, o options) error {
 		"/ui/promotions",
 		"/ui/agents/" + seed.Agent,
 	}
+	pages = slices.Insert(pages, slices.Index(pages, "/ui/turns"), experimentPages(exps)...)
 	fmt.Fprintf(w, "%-60s %10s %10s %10s %10s\n", pageHeader(n, runs), "p50 ms", "p95 ms", "max ms", "CPU ms")
 	only, err := regexp.Compile(o.only)
 	if err != nil {
@@ -248,7 +242,7 @@ func measure(ctx context.Context, w io.Writer, o options) error {
 		cpu := (cpuTime() - cpu0) / time.Duration(requests)
 		fmt.Fprintf(w, "%-60s %10.1f %10.1f %10.1f %10.1f\n", name, ms(ds[len(ds)/2]), ms(ds[len(ds)*95/100]), ms(ds[len(ds)-1]), ms(cpu))
 	}
-	return nil
+	return measureFirstViews(w, st, blobs, cookies, exps, max(requests/5, 5))
 }
 
 // cpuTime is the process's user and system CPU time so far: on a shared
