@@ -48,7 +48,7 @@ func TestAfter_FirstBlockOfTheLanguageBelowTheHeading(t *testing.T) {
 	doc := "## A\n```sh\na\n```\n## B\n```yaml\nb: 1\n```\n```sh\nb\n```\n```sh\nc\n```\n"
 	for _, tc := range []struct {
 		heading, lang, want string
-		ok                 bool
+		ok                  bool
 	}{
 		{"## A", "sh", "a\n", true},
 		{"## B", "sh", "b\n", true},
