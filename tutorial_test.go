@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -203,14 +204,19 @@ func checkTutorialResults(t *testing.T, work, stdout string) {
 	if lines := bytes.Count(data, []byte("\n")); manifest.Format != "sft" || manifest.Rows == 0 || manifest.Rows != lines {
 		t.Errorf("dataset: format %q, manifest rows %d, file lines %d; want an sft dataset with rows, as many as the file has", manifest.Format, manifest.Rows, lines)
 	}
-	for _, want := range []string{
-		// gyre policy promote --wait prints the decision.
-		"promoted",
-		// gyre agents show: the candidate is now the agent's policy.
-		"support-candidate",
+	for _, rule := range []struct {
+		what string
+		re   *regexp.Regexp
+	}{
+		{"gyre turns list shows the captured turns", regexp.MustCompile(`(?m)^support-bot\s+\S+\s+\S+\s+\d{4}-`)},
+		{"gyre batches show: demo-base passes some tasks and fails others", regexp.MustCompile(`(?m)^outcomes\s+passed=[1-9]\d* failed=[1-9]\d* unscored=0 excluded=0$`)},
+		{"gyre batches show: every rollout is training grade", regexp.MustCompile(`(?m)^training grade\s+1\.00 \((\d+) of (\d+) finished\)$`)},
+		{"gyre rollouts show: the rollout reconciled on_policy", regexp.MustCompile(`(?m)^reconciliation\s+on_policy$`)},
+		{"gyre policy promote --wait: the candidate is promoted", regexp.MustCompile(`(?m)^state\s+promoted$`)},
+		{"gyre agents show: the candidate is the agent's policy", regexp.MustCompile(`(?m)^promoted policy\s+support-candidate$`)},
 	} {
-		if !strings.Contains(stdout, want) {
-			t.Errorf("the tutorial's output does not show %q", want)
+		if !rule.re.MatchString(stdout) {
+			t.Errorf("%s: no line of the output matches %s", rule.what, rule.re)
 		}
 	}
 }
