@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gyrehq/gyre/examples/agent/supportdesk"
 	"github.com/gyrehq/gyre/flywheel"
 	"github.com/gyrehq/gyre/internal/api"
 	"github.com/gyrehq/gyre/internal/blobstore"
@@ -22,13 +23,12 @@ import (
 
 // agentArg turns the test binary into the example agent itself: the
 // worker spawns os.Executable() with it, so the e2e test runs this
-// package's main() as a real child process, exactly as built.
+// package's agent as a real child process, exactly as built.
 const agentArg = "gyre-example-agent"
 
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == agentArg {
-		os.Args = append(os.Args[:1], os.Args[2:]...)
-		os.Exit(run())
+		os.Exit(supportdesk.Main(os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
 }

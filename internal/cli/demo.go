@@ -60,7 +60,7 @@ ran, and 1 on any error.`,
 	}
 	// Every error of gyre demo exits 1, flag syntax included.
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return exitError{code: ExitError, err: err} })
-	cmd.AddCommand(a.demoUpstreamCommand())
+	cmd.AddCommand(a.demoUpstreamCommand(), a.demoAgentCommand())
 	cmd.Flags().IntVar(&repetitions, "repetitions", demoRepetitions, "runs per case")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the summary as JSON on stdout")
 	return cmd

@@ -1,4 +1,4 @@
-package main
+package supportdesk
 
 import (
 	"encoding/json"
