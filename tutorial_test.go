@@ -208,12 +208,14 @@ func checkTutorialResults(t *testing.T, work, stdout string) {
 		what string
 		re   *regexp.Regexp
 	}{
-		{"gyre turns list shows the captured turns", regexp.MustCompile(`(?m)^support-bot\s+\S+\s+\S+\s+\d{4}-`)},
+		{"gyre turns list shows the captured turns", regexp.MustCompile(`(?m)^support-bot\s+\S+\s+conv-6\s+\d{4}-`)},
+		{"demo-base's production answers show its mistake", regexp.MustCompile(`(?m)^\[scripted demo model\] I could not refund order A1: `)},
 		{"gyre batches show: demo-base passes some tasks and fails others", regexp.MustCompile(`(?m)^outcomes\s+passed=[1-9]\d* failed=[1-9]\d* unscored=0 excluded=0$`)},
 		{"gyre batches show: every rollout is training grade", regexp.MustCompile(`(?m)^training grade\s+1\.00 \((\d+) of (\d+) finished\)$`)},
 		{"gyre rollouts show: the rollout reconciled on_policy", regexp.MustCompile(`(?m)^reconciliation\s+on_policy$`)},
 		{"gyre policy promote --wait: the candidate is promoted", regexp.MustCompile(`(?m)^state\s+promoted$`)},
 		{"gyre agents show: the candidate is the agent's policy", regexp.MustCompile(`(?m)^promoted policy\s+support-candidate$`)},
+		{"the next production conversation runs on the candidate", regexp.MustCompile(`(?m)^\[scripted demo model\] I cannot refund order A1: it is shipped`)},
 	} {
 		if !rule.re.MatchString(stdout) {
 			t.Errorf("%s: no line of the output matches %s", rule.what, rule.re)
