@@ -4,13 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -30,88 +27,90 @@ const demoRepetitions = 3
 // blobs in the data directory (the desk cannot fetch s3:// fixture URLs).
 var demoHiddenEnv = []string{"GYRE_HARNESS", "GYRE_HARNESS_KEY", "GYRE_SERVER", "GYRE_KEY", "GYRE_BLOB"}
 
+// demoFlags are gyre demo's flags.
+type demoFlags struct {
+	repetitions int
+	asJSON      bool
+	serve       bool
+	addr        string
+	// Hidden, for tests that size the loop down: production questions,
+	// promotion repetitions, worker concurrency.
+	turns, promotionReps, concurrency int
+}
+
 func (a *app) demoCommand() *cobra.Command {
-	var (
-		repetitions int
-		asJSON      bool
-	)
+	var f demoFlags
 	cmd := &cobra.Command{
 		Use:   "demo",
-		Short: "Run an experiment against the example support-desk harness, offline",
-		Long: `Show gyre's main job on the embedded defaults: start the example support-desk
-harness (examples/harness, its rule-based policy: no model, no network)
-in-process on 127.0.0.1, write the embedded demo suite to <data>/demo, and run
-it exactly as gyre eval run would, recording the experiment into the embedded
-store (--data, --db). Progress goes to stderr; the summary and the commands to
-try next to stdout.
+		Short: "Run the whole loop offline: production turns to a promoted policy, and an experiment",
+		Long: `Show gyre's main job, offline, in one process, on --data (default ./gyre-data):
 
-One case of the suite fails on purpose, so the pass rate is below 100%. gyre
-eval run exits 100 on such a result; gyre demo exits 0 whenever the experiment
-ran, and 1 on any error.`,
+  serve       gyre serve on a free loopback port, with the scripted demo model
+              (no language model: deterministic, gyre demo upstream) as its
+              upstream "scripted-demo-model" in <data>/demo/gyre.yaml
+  policies    demo-base (the default policy) and demo-candidate on it
+  turns       the example agent (examples/agent, re-executed as gyre demo
+              agent) answers customer questions through the agent's policy
+              endpoint and captures each turn through the SDK
+  tasks       tasks from those turns, and from a rollout suite written for
+              the agent (demo-support-desk-agent)
+  batch       gyre worker runs the agent for every task through the gateway;
+              the verifiers grade each rollout
+  training    the batch's training-grade yield and the reasons for the rest
+  dataset     an sft export with its manifest, in <data>/demo
+  promotion   demo-candidate over demo-base on the suite: the gate's decision
+  experiment  the evaluator: the embedded suite against the example desk
+              harness (rule-based), as gyre eval run does
+
+demo-base makes a known mistake (it refunds and cancels without looking the
+order up); demo-candidate does not, so the promotion passes the gate. Each run
+is a new agent, demo-1, demo-2, …, so a second run on the same data shows every
+stage again. Each stage prints one block on stdout (--json: one summary at the
+end), progress goes to stderr; the end names the UI and commands to explore.
+--serve keeps the server up until Ctrl-C. Exit 0 when every stage ran, 1 when
+one failed (the output names it).`,
 		Example: `  gyre demo
-  gyre demo --data /tmp/gyre-demo --repetitions 5
-  gyre demo --json`,
+  gyre demo --serve
+  gyre demo --data /tmp/gyre-demo --json`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
 				return exitError{code: ExitError, err: fmt.Errorf("gyre demo takes no arguments, got %q", args)}
 			}
-			return a.demo(cmd, repetitions, asJSON)
+			return a.demo(cmd, f)
 		},
 	}
 	// Every error of gyre demo exits 1, flag syntax included.
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return exitError{code: ExitError, err: err} })
 	cmd.AddCommand(a.demoUpstreamCommand(), a.demoAgentCommand())
-	cmd.Flags().IntVar(&repetitions, "repetitions", demoRepetitions, "runs per case")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the summary as JSON on stdout")
+	fs := cmd.Flags()
+	fs.IntVar(&f.repetitions, "repetitions", demoRepetitions, "runs per case of the experiment")
+	fs.BoolVar(&f.asJSON, "json", false, "print every stage's figures as one JSON summary on stdout")
+	fs.BoolVar(&f.serve, "serve", false, "keep the server up after the stages, until Ctrl-C")
+	fs.StringVar(&f.addr, "addr", "127.0.0.1:0", "address of the demo's gyre serve (port 0: a free one)")
+	fs.IntVar(&f.turns, "turns", demo.DefaultTurns, "production questions the agent answers")
+	fs.IntVar(&f.promotionReps, "promotion-repetitions", demo.DefaultRepetitions, "the promotion's rollouts per task and side")
+	fs.IntVar(&f.concurrency, "concurrency", demo.DefaultConcurrency, "gyre worker's concurrency")
+	for _, n := range []string{"turns", "promotion-repetitions", "concurrency"} {
+		_ = fs.MarkHidden(n)
+	}
 	return cmd
 }
 
-// demoJSON is gyre demo --json: the summary of gyre eval run --json plus
-// a "demo" member.
-type demoJSON struct {
-	eval.Summary
-	Demo demoInfo `json:"demo"`
-}
-
-// demoInfo says where the demo's suite and results are and what to try
-// next.
-type demoInfo struct {
-	Suite            string   `json:"suite"`
-	Data             string   `json:"data"`
-	Store            string   `json:"store"`
-	ExpectedFailures []string `json:"expected_failures"`
-	FailedCases      []string `json:"failed_cases"`
-	PreviousID       *string  `json:"previous_experiment_id"`
-	Next             []string `json:"next"`
-}
-
-// demo is gyre demo.
-func (a *app) demo(cmd *cobra.Command, repetitions int, asJSON bool) error {
-	if repetitions < 1 {
-		return exitError{code: ExitError, err: errors.New("--repetitions must be at least 1")}
-	}
-	// The demo resolves its settings and runs the experiment without the
-	// eval-only variables (see demoHiddenEnv).
-	sub := &app{stdin: a.stdin, stdout: io.Discard, stderr: a.stderr, res: resolver{lookupEnv: func(k string) (string, bool) {
-		if slices.Contains(demoHiddenEnv, k) {
-			return "", false
-		}
-		return a.res.lookupEnv(k)
-	}}}
-	c, _, err := sub.config(cmd, false)
-	if err != nil {
-		return exitError{code: ExitError, err: err}
-	}
+// demoExperiment runs the evaluator experiment as gyre demo always has:
+// the embedded suite against the example desk harness, through gyre eval
+// run's code path, recorded into the store. sub resolves settings without
+// gyre eval's own variables (demoHiddenEnv).
+func (a *app) demoExperiment(cmd *cobra.Command, sub *app, c Config, repetitions int) (demo.ExperimentStage, error) {
 	suiteDir, err := demo.WriteSuite(filepath.Join(c.Data, "demo"))
 	if err != nil {
-		return err
+		return demo.ExperimentStage{}, err
 	}
 	// The kit logs every run at info: keep its warnings only, unless the
 	// user asked for debug logs.
 	level, _ := telemetry.ParseLevel(c.LogLevel)
 	h, err := demo.StartHarness(telemetry.NewLogger(a.stderr, max(level, slog.LevelWarn), telemetry.LogAuto), "")
 	if err != nil {
-		return err
+		return demo.ExperimentStage{}, err
 	}
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(cmd.Context()), 10*time.Second)
@@ -136,11 +135,13 @@ func (a *app) demo(cmd *cobra.Command, repetitions int, asJSON bool) error {
 	var sum eval.Summary
 	if err := json.Unmarshal(out.Bytes(), &sum); err != nil || sum.ExperimentID == "" {
 		if runErr != nil {
-			return runErr
+			return demo.ExperimentStage{}, runErr
 		}
-		return fmt.Errorf("no experiment summary: %q", strings.TrimSpace(out.String()))
+		return demo.ExperimentStage{}, fmt.Errorf("no experiment summary: %q", strings.TrimSpace(out.String()))
 	}
-
+	if runErr != nil {
+		return demo.ExperimentStage{}, runErr
+	}
 	var (
 		rep    eval.Report
 		prevID *string
@@ -159,33 +160,19 @@ func (a *app) demo(cmd *cobra.Command, repetitions int, asJSON bool) error {
 		return err
 	})
 	if err != nil {
-		return errors.Join(runErr, err)
+		return demo.ExperimentStage{}, err
 	}
-
-	info := demoInfo{
-		Suite: suiteDir, Data: c.Data, Store: storeDescription(c),
-		ExpectedFailures: demo.ExpectedFailures, FailedCases: []string{}, PreviousID: prevID, Next: []string{},
+	st := demo.ExperimentStage{
+		ID: sum.ExperimentID, Suite: sum.Suite, SuiteVersion: sum.SuiteVersion, Harness: h.URL, Cases: sum.Cases, Runs: sum.Runs,
+		Passed: sum.Passed, Failed: sum.Failed, Errors: sum.Errors, PassRate: sum.PassRate, ExitCode: sum.ExitCode,
+		SuiteDir: suiteDir, FailedCases: []string{}, ExpectedFailures: demo.ExpectedFailures, Previous: prevID,
 	}
 	for _, cr := range rep.CaseResults {
 		if cr.Result == "failed" {
-			info.FailedCases = append(info.FailedCases, cr.CaseID)
+			st.FailedCases = append(st.FailedCases, cr.CaseID)
 		}
 	}
-	steps := demoNext(c, sum.ExperimentID, prevID, suiteDir)
-	for _, st := range steps {
-		if !strings.Contains(st.cmd, "<") {
-			info.Next = append(info.Next, st.cmd)
-		}
-	}
-	if asJSON {
-		if err := writeJSONTo(a.stdout, demoJSON{Summary: sum, Demo: info}); err != nil {
-			return err
-		}
-	} else {
-		printReport(a.stdout, rep)
-		printDemoEpilogue(a.stdout, sum, info, steps, h.URL)
-	}
-	return runErr
+	return st, nil
 }
 
 // previousDemo returns the id of the newest finished experiment of the
@@ -246,30 +233,6 @@ func demoNext(c Config, id string, prevID *string, suiteDir string) []demoStep {
 		demoStep{"gyre harness check http://127.0.0.1:8080", "its Harness API v1 conformance, check by check,"},
 		demoStep{"gyre eval run " + shellQuote(suiteDir) + " --harness http://127.0.0.1:8080" + flags, "and the demo suite against it (exit 100: a case fails)"},
 	)
-}
-
-// printDemoEpilogue explains the result and lists the next commands.
-func printDemoEpilogue(w io.Writer, sum eval.Summary, info demoInfo, steps []demoStep, harnessURL string) {
-	fmt.Fprintf(w, "\nThis was a real experiment: %d runs (%d cases, repeated) of the suite in %s against the\n",
-		sum.Runs, sum.Cases, info.Suite)
-	fmt.Fprintf(w, "example support desk (examples/harness, rule-based, offline), served in-process on %s.\n", harnessURL)
-	switch {
-	case len(info.FailedCases) == 0:
-		fmt.Fprintln(w, "Every case passed.")
-	case slices.Equal(info.FailedCases, info.ExpectedFailures):
-		fmt.Fprintf(w, "%s fails on purpose: the customer wants no refund, but the desk's rules read any\n", strings.Join(info.FailedCases, ", "))
-		fmt.Fprintln(w, "mention of a refund as a request for one and refund the order anyway.")
-	default:
-		fmt.Fprintf(w, "Failed cases: %s.\n", strings.Join(info.FailedCases, ", "))
-	}
-	if sum.ExitCode == eval.ExitFailed {
-		fmt.Fprintln(w, "gyre eval run would exit 100 on this result (a case failed); gyre demo exits 0 because it only demonstrates.")
-	}
-	fmt.Fprintf(w, "\nThe experiment is stored in %s; fixtures and trajectories under %s.\n", info.Store, filepath.Join(info.Data, "blobs"))
-	fmt.Fprintln(w, "Try next (from a checkout, `go run ./cmd/gyre` stands for gyre):")
-	for _, st := range steps {
-		fmt.Fprintf(w, "  # %s\n  %s\n", st.note, st.cmd)
-	}
 }
 
 // shellQuote quotes s for a POSIX shell when it needs it.
