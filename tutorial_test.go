@@ -222,3 +222,23 @@ func checkTutorialResults(t *testing.T, work, stdout string) {
 		}
 	}
 }
+
+// TestTutorialScript_RunsShellBlocksInOrderAndSkipsMarkedOnes: the script
+// holds every sh block in document order, each announced with its line,
+// and leaves out other languages and the blocks marked for the test to
+// skip (the build, which the test does itself).
+func TestTutorialScript_RunsShellBlocksInOrderAndSkipsMarkedOnes(t *testing.T) {
+	t.Parallel()
+	doc := "## Build\n<!-- tutorial-test: skip (built by the test) -->\n```sh\ngo build ./...\n```\n" +
+		"## Run\n```sh\necho one\n```\n```yaml\na: 1\n```\n<!-- another note -->\n```sh\necho two\n```\n"
+	script, n := tutorialScript(t, doc)
+	if n != 2 {
+		t.Errorf("%d blocks in the script, want 2", n)
+	}
+	want := "set -euo pipefail\n" +
+		"printf '\\n=== docs/tutorial.md:7 (Run)\\n' >&2\necho one\n" +
+		"printf '\\n=== docs/tutorial.md:14 (Run)\\n' >&2\necho two\n"
+	if script != want {
+		t.Errorf("script:\n%s\nwant:\n%s", script, want)
+	}
+}
