@@ -84,9 +84,8 @@ recording LLM gateway, verifiers grade them and mark the trustworthy ones
 training grade, gyre dataset exports them as frozen sft, dpo, rl or atif
 files, gyre policy promote lets a candidate policy reach production only
 through a paired-statistics gate, and gyre eval runs suites against an agent
-harness; gyre serve also serves a web UI under /ui/. Not built yet:
-capture over OTLP, and a gyre demo of the whole loop (it shows the
-evaluator half).
+harness; gyre serve also serves a web UI under /ui/. gyre demo runs the
+whole loop offline. Not built yet: capture over OTLP.
 
 gyre serve runs the control plane. The operator commands (migrate, tenants,
 keys) work on its store directly, with the same --data and --db flags, and

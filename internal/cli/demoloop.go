@@ -134,8 +134,14 @@ func (a *app) demo(cmd *cobra.Command, f demoFlags) error {
 	g := demoGyre{stdin: a.stdin, stderr: a.stderr, env: env, lookup: a.res.lookupEnv}
 	serveCtx, stopServe := context.WithCancel(context.WithoutCancel(ctx))
 	serveDone := make(chan error, 1)
+	serveArgs := []string{"serve", "--addr", addr, "--config", cfgPath}
+	if strings.HasPrefix(c.DB, "postgres://") || strings.HasPrefix(c.DB, "postgresql://") {
+		// PostgreSQL gets a first admin key only when asked; SQLite
+		// writes <data>/admin.key on its own.
+		serveArgs = append(serveArgs, "--bootstrap-admin-key-file", filepath.Join(dir, "admin.key"))
+	}
 	go func() {
-		_, err := g.Command(serveCtx, "serve", "--addr", addr, "--config", cfgPath)
+		_, err := g.Command(serveCtx, serveArgs...)
 		serveDone <- err
 	}()
 	defer func() { stopServe(); <-serveDone }()

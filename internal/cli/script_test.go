@@ -13,6 +13,12 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// gyre demo re-executes its own binary as the example agent
+	// (os.Executable() "demo" "agent" …): in tests that binary is this
+	// test binary, which then runs the agent as gyre would.
+	if len(os.Args) > 2 && os.Args[1] == "demo" && os.Args[2] == "agent" {
+		os.Exit(Main())
+	}
 	testscript.Main(m, map[string]func(){
 		"gyre": func() { os.Exit(Main()) },
 	})

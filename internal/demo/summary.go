@@ -84,7 +84,10 @@ type AgentStage struct {
 
 func (s AgentStage) block() Block {
 	note := "the first demo run on this data"
-	if s.Earlier > 0 {
+	switch {
+	case s.Earlier == 1:
+		note = "a new agent: demo-1 is an earlier run's"
+	case s.Earlier > 1:
 		note = fmt.Sprintf("a new agent: demo-1 … demo-%d are earlier runs'", s.Earlier)
 	}
 	return Block{Title: "agent", Lines: [][2]string{{"agent id", s.ID + " (" + note + ")"}, {"agent key", s.KeyFile}}}
