@@ -14,6 +14,7 @@ import (
 	"github.com/gyrehq/gyre/internal/api"
 	"github.com/gyrehq/gyre/internal/cli"
 	"github.com/gyrehq/gyre/internal/gateway"
+	"github.com/gyrehq/gyre/internal/mdfence"
 	"github.com/gyrehq/gyre/internal/worker/workertest"
 )
 
@@ -110,16 +111,11 @@ func TestWalkthrough_CommandsSucceed(t *testing.T) {
 // shellBlock returns the first ```sh block after the heading.
 func shellBlock(t *testing.T, doc, heading string) string {
 	t.Helper()
-	_, rest, ok := strings.Cut(doc, heading)
+	b, ok := mdfence.After(doc, heading, "sh")
 	if !ok {
-		t.Fatalf("README has no %q section", heading)
+		t.Fatalf("README has no sh block under %q", heading)
 	}
-	_, rest, ok = strings.Cut(rest, "```sh\n")
-	if !ok {
-		t.Fatalf("the %q section has no sh block", heading)
-	}
-	block, _, _ := strings.Cut(rest, "```")
-	return block
+	return b.Text
 }
 
 // shellCommands splits a POSIX shell script into the words of its simple

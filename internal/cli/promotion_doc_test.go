@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gyrehq/gyre/internal/mdfence"
 	"github.com/gyrehq/gyre/internal/promotion"
 )
 
@@ -30,12 +31,11 @@ func workedExample(t *testing.T) (section, block string) {
 	if j := strings.Index(section[1:], "\n## "); j >= 0 {
 		section = section[:j+1]
 	}
-	start := strings.Index(section, "```text\n")
-	if start < 0 {
+	ex, ok := mdfence.After(doc, "## Worked example", "text")
+	if !ok {
 		t.Fatal("the worked example has no ```text block")
 	}
-	block = section[start+len("```text\n"):]
-	block = block[:strings.Index(block, "```")]
+	block = ex.Text
 	return section, block
 }
 
