@@ -3,7 +3,8 @@
 // rollouts (the dataset benchmark's store-level seeder: batches of 200,
 // two counted completions with bodies each), two experiments of -runs/2
 // run records each (small ATIF trajectories, and one of 5 MB), 1,000
-// production turns and a built sft dataset of every rollout; signs in
+// production turns, a built sft dataset of every rollout, and three
+// gateway policies promoted in turn 50 times; signs in
 // with a reader key; then asks each page -requests times in-process (the
 // handler, no network) and prints the median, p95, maximum and CPU time
 // per request. Seeding is not timed in the table (its time goes to
@@ -131,6 +132,13 @@ func measure(ctx context.Context, w io.Writer, o options) error {
 		if datasetID, err = keptDataset(ctx, st, blobs, tn.ID); err != nil {
 			return err
 		}
+		if ps, _, err := st.ListPolicies(ctx, tn.ID, store.Page{Limit: 1}); err != nil {
+			return err
+		} else if len(ps) == 0 {
+			if err := seedPolicies(ctx, st, tn.ID); err != nil {
+				return fmt.Errorf("seed policies: %w", err)
+			}
+		}
 	case errors.Is(err, store.ErrNotFound):
 		if tn, err = st.CreateTenant(ctx, "bench"); err != nil {
 			return err
@@ -157,6 +165,9 @@ func measure(ctx context.Context, w io.Writer, o options) error {
 			return err
 		}
 		fmt.Fprintf(os.Stderr, "seeded and built a dataset of every rollout in %.0f s\n", time.Since(start).Seconds())
+		if err := seedPolicies(ctx, st, tn.ID); err != nil {
+			return fmt.Errorf("seed policies: %w", err)
+		}
 		if err := stop(); err != nil {
 			return err
 		}
@@ -207,6 +218,7 @@ func measure(ctx context.Context, w io.Writer, o options) error {
 		"/ui/datasets/" + datasetID + "/live",
 		"/ui/datasets/" + datasetID + "/manifest",
 		"/ui/policies",
+		"/ui/policies/bench-p1",
 		"/ui/promotions",
 		"/ui/agents/" + seed.Agent,
 	}
