@@ -121,6 +121,10 @@ type DatasetStore interface {
 	DatasetByID(ctx context.Context, id string) (Dataset, error)
 	// ListDatasets lists the tenant's datasets, newest first.
 	ListDatasets(ctx context.Context, tenantID string, p Page) ([]Dataset, string, error)
+	// ListDatasetsBrief is ListDatasets without the manifests (Manifest
+	// nil), for a list that shows none: a large dataset's manifest lists
+	// every frozen rollout id. Its cursors are ListDatasets's.
+	ListDatasetsBrief(ctx context.Context, tenantID string, p Page) ([]Dataset, string, error)
 	// DatasetMembers returns up to n frozen members after rollout id
 	// after ("" for the first), in increasing rollout id order.
 	DatasetMembers(ctx context.Context, datasetID, after string, n int) ([]DatasetMember, error)

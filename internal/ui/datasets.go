@@ -62,7 +62,7 @@ func (u *UI) datasets(w http.ResponseWriter, r *http.Request, s session) error {
 func (u *UI) showDatasets(w http.ResponseWriter, r *http.Request, s session, status int, form datasetForm, msg string) error {
 	d := datasetsData{Cursor: r.URL.Query().Get("cursor"), Formats: dataset.Formats, Form: form, Error: msg}
 	var err error
-	if d.Rows, d.Next, err = u.store.ListDatasets(r.Context(), s.TenantID, store.Page{Limit: datasetsPage, Cursor: d.Cursor}); err != nil {
+	if d.Rows, d.Next, err = u.store.ListDatasetsBrief(r.Context(), s.TenantID, store.Page{Limit: datasetsPage, Cursor: d.Cursor}); err != nil {
 		return err
 	}
 	if s.Admin() {

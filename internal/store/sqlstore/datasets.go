@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/gyrehq/gyre/internal/store"
 )
@@ -206,13 +207,26 @@ func (s *Store) DatasetByID(ctx context.Context, id string) (store.Dataset, erro
 
 // ListDatasets lists the tenant's datasets, newest first.
 func (s *Store) ListDatasets(ctx context.Context, tenantID string, p store.Page) ([]store.Dataset, string, error) {
+	return s.listDatasets(ctx, tenantID, p, datasetColumns)
+}
+
+// datasetBriefColumns are datasetColumns with a null manifest.
+var datasetBriefColumns = strings.Replace(datasetColumns, "manifest,", "NULL AS manifest,", 1)
+
+// ListDatasetsBrief lists the tenant's datasets, newest first, without
+// their manifests.
+func (s *Store) ListDatasetsBrief(ctx context.Context, tenantID string, p store.Page) ([]store.Dataset, string, error) {
+	return s.listDatasets(ctx, tenantID, p, datasetBriefColumns)
+}
+
+func (s *Store) listDatasets(ctx context.Context, tenantID string, p store.Page, columns string) ([]store.Dataset, string, error) {
 	cur := listCursor(tenantID, "datasets")
 	after, err := cur.decodeID(p.Cursor)
 	if err != nil {
 		return nil, "", fmt.Errorf("list datasets: %w", err)
 	}
 	n := limit(p)
-	q := `SELECT ` + datasetColumns + ` FROM datasets WHERE tenant_id = $1`
+	q := `SELECT ` + columns + ` FROM datasets WHERE tenant_id = $1`
 	args := []any{tenantID}
 	if after != "" {
 		q += ` AND id < $2`
