@@ -135,8 +135,9 @@ type DatasetStore interface {
 	// ListDatasets lists the tenant's datasets, newest first.
 	ListDatasets(ctx context.Context, tenantID string, p Page) ([]Dataset, string, error)
 	// FilterDatasets lists the tenant's datasets that match f, newest
-	// first; its cursors are bound to f. The zero filter lists what
-	// ListDatasets lists.
+	// first, without their manifests (Manifest nil: a large dataset's
+	// manifest lists every frozen rollout id, and a list shows none). Its
+	// cursors are bound to f; the zero filter's are ListDatasets's.
 	FilterDatasets(ctx context.Context, tenantID string, f DatasetFilter, p Page) ([]Dataset, string, error)
 	// DatasetMembers returns up to n frozen members after rollout id
 	// after ("" for the first), in increasing rollout id order.

@@ -14,6 +14,7 @@ import (
 	"github.com/gyrehq/gyre/internal/blobstore"
 	"github.com/gyrehq/gyre/internal/clock"
 	"github.com/gyrehq/gyre/internal/dataset/build/seed"
+	"github.com/gyrehq/gyre/internal/store"
 	"github.com/gyrehq/gyre/internal/store/storeopen"
 	"github.com/gyrehq/gyre/internal/ui"
 )
@@ -80,6 +81,23 @@ func TestTheOverviewAndBatchesListCoverTheChosenWindow(t *testing.T) {
 				t.Errorf("%s lacks %q", tc.path, w)
 			}
 		}
+	}
+
+	// A window of more batches than the overview reads says so.
+	old, _, err := st.ListBatches(ctx, tn.ID, store.BatchFilter{}, store.Page{Limit: 1})
+	if err != nil || len(old) != 1 {
+		t.Fatalf("the seeded batch: %v, %v", old, err)
+	}
+	for range 21 {
+		clk.Advance(time.Minute)
+		if _, _, _, err := st.CreateBatch(ctx, store.NewBatch{TenantID: tn.ID, AgentID: seed.Agent, TaskIDs: old[0].TaskIDs[:1],
+			GroupSize: 1, DeadlineS: 60, MaxAttempts: 1, RetryOn: gyre.DefaultRetryOn}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, body := get("/ui/"); !strings.Contains(body, "in 20 batches of the last 7 days") ||
+		!strings.Contains(body, "batches created in the last 7 days: the newest 20 of them, as the window holds more.") {
+		t.Error("the overview of a window holding 21 batches does not say it read the newest 20")
 	}
 }
 

@@ -207,13 +207,20 @@ func (s *Store) DatasetByID(ctx context.Context, id string) (store.Dataset, erro
 
 // ListDatasets lists the tenant's datasets, newest first.
 func (s *Store) ListDatasets(ctx context.Context, tenantID string, p store.Page) ([]store.Dataset, string, error) {
-	return s.FilterDatasets(ctx, tenantID, store.DatasetFilter{}, p)
+	return s.listDatasets(ctx, tenantID, store.DatasetFilter{}, p, datasetColumns)
 }
 
+// datasetBriefColumns are datasetColumns with a null manifest.
+var datasetBriefColumns = strings.Replace(datasetColumns, "manifest,", "NULL AS manifest,", 1)
+
 // FilterDatasets lists the tenant's datasets that match f, newest first
-// (keyset on the UUIDv7 id). An unfiltered list keeps ListDatasets'
-// cursor scope, so its cursors stay valid.
+// (keyset on the UUIDv7 id), without their manifests. An unfiltered list
+// keeps ListDatasets' cursor scope, so its cursors stay valid.
 func (s *Store) FilterDatasets(ctx context.Context, tenantID string, f store.DatasetFilter, p store.Page) ([]store.Dataset, string, error) {
+	return s.listDatasets(ctx, tenantID, f, p, datasetBriefColumns)
+}
+
+func (s *Store) listDatasets(ctx context.Context, tenantID string, f store.DatasetFilter, p store.Page, columns string) ([]store.Dataset, string, error) {
 	switch f.State {
 	case "", store.DatasetBuilding, store.DatasetReady, store.DatasetFailed:
 	default:
@@ -229,7 +236,7 @@ func (s *Store) FilterDatasets(ctx context.Context, tenantID string, f store.Dat
 		return nil, "", fmt.Errorf("list datasets: %w", err)
 	}
 	n := limit(p)
-	q := `SELECT ` + datasetColumns + ` FROM datasets WHERE tenant_id = $1`
+	q := `SELECT ` + columns + ` FROM datasets WHERE tenant_id = $1`
 	args := []any{tenantID}
 	arg := func(cond string, v any) {
 		args = append(args, v)

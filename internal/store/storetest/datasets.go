@@ -23,6 +23,7 @@ func runDatasets(t *testing.T, open Opener) {
 	t.Run("DatasetProgressOnlyWhileBuilding", func(t *testing.T) { t.Parallel(); testDatasetProgress(t, open) })
 	t.Run("DatasetsListAndTenantIsolation", func(t *testing.T) { t.Parallel(); testDatasetsList(t, open) })
 	t.Run("DatasetsFilterByAgentStateAndCreationTime", func(t *testing.T) { t.Parallel(); testDatasetsFilter(t, open) })
+	t.Run("BriefListIsTheListWithoutManifests", func(t *testing.T) { t.Parallel(); testDatasetsBriefList(t, open) })
 }
 
 func newDatasetID(t *testing.T) string {
@@ -430,5 +431,49 @@ func testDatasetsFilter(t *testing.T, open Opener) {
 	other := mustTenant(t, f.s, "other")
 	if ds, _, err := f.s.FilterDatasets(t.Context(), other.ID, store.DatasetFilter{AgentID: "agent-1"}, store.Page{}); err != nil || len(ds) != 0 {
 		t.Fatalf("another tenant lists %v, %v", ds, err)
+	}
+}
+
+// The brief list holds the same datasets, pages and fields as the list,
+// every manifest left out; its cursors are the list's.
+func testDatasetsBriefList(t *testing.T, open Opener) {
+	f := newRolloutFixture(t, open, 1)
+	f.batch(t, store.NewBatch{})
+	built := f.dataset(t, store.NewDataset{})
+	if _, err := f.s.FinishDataset(t.Context(), store.DatasetBuilt{ID: built.ID, State: store.DatasetReady, FileSHA256: "ab",
+		FileBytes: 7, BlobKey: "datasets/x", Manifest: json.RawMessage(`{"rows":1,"rollout_ids":["r"]}`)}); err != nil {
+		t.Fatal(err)
+	}
+	f.dataset(t, store.NewDataset{})
+	f.dataset(t, store.NewDataset{})
+	full, next, err := f.s.ListDatasets(t.Context(), f.tenant.ID, store.Page{Limit: 2})
+	if err != nil || len(full) != 2 || next == "" {
+		t.Fatalf("ListDatasets = %d datasets, next %q, %v", len(full), next, err)
+	}
+	brief, briefNext, err := f.s.FilterDatasets(t.Context(), f.tenant.ID, store.DatasetFilter{}, store.Page{Limit: 2})
+	if err != nil || briefNext != next {
+		t.Fatalf("FilterDatasets next %q, %v; want the list's %q", briefNext, err, next)
+	}
+	rest, _, err := f.s.FilterDatasets(t.Context(), f.tenant.ID, store.DatasetFilter{}, store.Page{Limit: 2, Cursor: next})
+	if err != nil || len(rest) != 1 || rest[0].ID != built.ID {
+		t.Fatalf("brief page 2 = %+v, %v; want the built dataset", rest, err)
+	}
+	whole, err := f.s.GetDataset(t.Context(), f.tenant.ID, built.ID)
+	if err != nil || whole.Manifest == nil {
+		t.Fatalf("GetDataset = %+v, %v", whole, err)
+	}
+	if rest[0].Manifest != nil {
+		t.Errorf("brief list carries a manifest: %s", rest[0].Manifest)
+	}
+	whole.Manifest = nil
+	if diff := cmp.Diff(whole, rest[0]); diff != "" {
+		t.Errorf("brief list item differs from the dataset beyond its manifest (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(full, brief); diff != "" {
+		t.Errorf("brief page 1 differs from the list's (-want +got):\n%s", diff)
+	}
+	other := mustTenant(t, f.s, "other")
+	if ds, _, err := f.s.FilterDatasets(t.Context(), other.ID, store.DatasetFilter{}, store.Page{}); err != nil || len(ds) != 0 {
+		t.Errorf("another tenant lists %v, %v", ds, err)
 	}
 }

@@ -3,7 +3,9 @@
 // rollouts (the dataset benchmark's store-level seeder: batches of 200,
 // two counted completions with bodies each), two experiments of -runs/2
 // run records each (small ATIF trajectories, and one of 5 MB), 1,000
-// production turns and a built sft dataset of every rollout; signs in
+// production turns, a built sft dataset of every rollout, and three
+// gateway policies promoted in turn 50 times, and a decided promotion of
+// two 200-rollout batches; signs in
 // with a reader key; then asks each page -requests times in-process (the
 // handler, no network) and prints the median, p95, maximum and CPU time
 // per request. Seeding is not timed in the table (its time goes to
@@ -118,8 +120,9 @@ func measure(ctx context.Context, w io.Writer, o options) error {
 	tn, err := st.TenantByName(ctx, "bench")
 	n := rollouts
 	var (
-		exps      seededExperiments
-		datasetID string
+		exps        seededExperiments
+		datasetID   string
+		promotionID string
 	)
 	switch {
 	case err == nil:
@@ -130,6 +133,16 @@ func measure(ctx context.Context, w io.Writer, o options) error {
 		}
 		if datasetID, err = keptDataset(ctx, st, blobs, tn.ID); err != nil {
 			return err
+		}
+		if ps, _, err := st.ListPolicies(ctx, tn.ID, store.Page{Limit: 1}); err != nil {
+			return err
+		} else if len(ps) == 0 {
+			if err := seedPolicies(ctx, st, tn.ID); err != nil {
+				return fmt.Errorf("seed policies: %w", err)
+			}
+		}
+		if promotionID, err = keptPromotion(ctx, st, blobs, tn.ID); err != nil {
+			return fmt.Errorf("seed promotion: %w", err)
 		}
 	case errors.Is(err, store.ErrNotFound):
 		if tn, err = st.CreateTenant(ctx, "bench"); err != nil {
@@ -157,6 +170,12 @@ func measure(ctx context.Context, w io.Writer, o options) error {
 			return err
 		}
 		fmt.Fprintf(os.Stderr, "seeded and built a dataset of every rollout in %.0f s\n", time.Since(start).Seconds())
+		if err := seedPolicies(ctx, st, tn.ID); err != nil {
+			return fmt.Errorf("seed policies: %w", err)
+		}
+		if promotionID, err = seedPromotion(ctx, st, blobs, tn.ID); err != nil {
+			return fmt.Errorf("seed promotion: %w", err)
+		}
 		if err := stop(); err != nil {
 			return err
 		}
@@ -200,7 +219,9 @@ func measure(ctx context.Context, w io.Writer, o options) error {
 		"/ui/datasets/" + datasetID + "/live",
 		"/ui/datasets/" + datasetID + "/manifest",
 		"/ui/policies",
+		"/ui/policies/bench-p1",
 		"/ui/promotions",
+		"/ui/promotions/" + promotionID,
 		"/ui/agents/" + seed.Agent,
 	}
 	pages = slices.Insert(pages, slices.Index(pages, "/ui/turns"), experimentPages(exps)...)

@@ -84,49 +84,74 @@ func Rollouts(ctx context.Context, st store.Store, blobs Blobs, tenantID string,
 			GroupSize: 2, DeadlineS: 3600, MaxAttempts: 1, RetryOn: gyre.DefaultRetryOn}); err != nil {
 			return done, fmt.Errorf("batch: %w", err)
 		}
-		for {
-			secrets := make([]store.RolloutSecrets, chunk)
-			for i := range secrets {
-				seed := fmt.Sprintf("%s/%d/%d", tenantID, done, i)
-				secrets[i] = store.RolloutSecrets{LeaseToken: sha256.Sum256([]byte(seed + "/lease")),
-					GatewayToken: sha256.Sum256([]byte(seed + "/gw"))}
-			}
-			res, err := st.Claim(ctx, store.ClaimRequest{TenantID: tenantID, AgentID: Agent, Max: len(secrets),
-				Lease: time.Hour, WorkerID: "seed", Secrets: secrets})
-			if err != nil {
-				return done, fmt.Errorf("claim: %w", err)
-			}
-			if len(res.Rollouts) == 0 {
-				break
-			}
-			claimed := res.Rollouts[:min(len(res.Rollouts), n-done)]
-			recs := make([][]store.GatewayRecord, len(claimed))
-			if err := each(len(claimed), blobWriters, func(i int) error {
-				var err error
-				recs[i], err = calls(ctx, blobs, base, tenantID, claimed[i].Rollout.ID, sh)
-				return err
-			}); err != nil {
-				return done, err
-			}
-			flush := store.GatewayFlush{ReplicaID: "seed"}
-			for _, r := range recs {
-				flush.Records = append(flush.Records, r...)
-			}
-			if err := st.RecordGateway(ctx, flush); err != nil {
-				return done, fmt.Errorf("record gateway: %w", err)
-			}
-			// All at once, so that the store's group commit writes the
-			// chunk in a few transactions.
-			if err := each(len(claimed), len(claimed), func(i int) error {
-				return finish(ctx, st, tenantID, claimed[i].Rollout.ID, secrets[i].LeaseToken)
-			}); err != nil {
-				return done, err
-			}
-			done += len(claimed)
-			if done >= n {
-				break
-			}
+		k, err := claimAndFinish(ctx, st, blobs, tenantID, base, sh, "", done, n-done)
+		done += k
+		if err != nil {
+			return done, err
 		}
+	}
+	return done, nil
+}
+
+// Queued claims up to n of agent Agent's queued rollouts in tenantID —
+// those of batches created otherwise, such as a promotion's two — and
+// finishes each as Rollouts does its own (two counted completions with
+// bodies, output, a passing verdict, training grade). It returns how many
+// it finished.
+func Queued(ctx context.Context, st store.Store, blobs Blobs, tenantID string, n int) (int, error) {
+	base := "gateway/" + tenantID
+	sh, err := storeShared(ctx, blobs, base)
+	if err != nil {
+		return 0, err
+	}
+	return claimAndFinish(ctx, st, blobs, tenantID, base, sh, "queued/", 0, n)
+}
+
+// claimAndFinish claims the agent's queued rollouts a chunk at a time,
+// records their gateway calls and finishes them, until none is left or
+// limit are done, and returns how many it finished. Each rollout's secrets
+// derive from label and its number, from, counting from first.
+func claimAndFinish(ctx context.Context, st store.Store, blobs Blobs, tenantID, base string, sh shared, label string, first, limit int) (int, error) {
+	done := 0
+	for done < limit {
+		secrets := make([]store.RolloutSecrets, chunk)
+		for i := range secrets {
+			seed := fmt.Sprintf("%s/%s%d/%d", tenantID, label, first+done, i)
+			secrets[i] = store.RolloutSecrets{LeaseToken: sha256.Sum256([]byte(seed + "/lease")),
+				GatewayToken: sha256.Sum256([]byte(seed + "/gw"))}
+		}
+		res, err := st.Claim(ctx, store.ClaimRequest{TenantID: tenantID, AgentID: Agent, Max: len(secrets),
+			Lease: time.Hour, WorkerID: "seed", Secrets: secrets})
+		if err != nil {
+			return done, fmt.Errorf("claim: %w", err)
+		}
+		if len(res.Rollouts) == 0 {
+			break
+		}
+		claimed := res.Rollouts[:min(len(res.Rollouts), limit-done)]
+		recs := make([][]store.GatewayRecord, len(claimed))
+		if err := each(len(claimed), blobWriters, func(i int) error {
+			var err error
+			recs[i], err = calls(ctx, blobs, base, tenantID, claimed[i].Rollout.ID, sh)
+			return err
+		}); err != nil {
+			return done, err
+		}
+		flush := store.GatewayFlush{ReplicaID: "seed"}
+		for _, r := range recs {
+			flush.Records = append(flush.Records, r...)
+		}
+		if err := st.RecordGateway(ctx, flush); err != nil {
+			return done, fmt.Errorf("record gateway: %w", err)
+		}
+		// All at once, so that the store's group commit writes the
+		// chunk in a few transactions.
+		if err := each(len(claimed), len(claimed), func(i int) error {
+			return finish(ctx, st, tenantID, claimed[i].Rollout.ID, secrets[i].LeaseToken)
+		}); err != nil {
+			return done, err
+		}
+		done += len(claimed)
 	}
 	return done, nil
 }
