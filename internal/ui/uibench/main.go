@@ -211,7 +211,6 @@ func measure(ctx context.Context, w io.Writer, o options) error {
 		"/ui/batches/" + batches[0].ID + "?training=true&outcome=passed",
 		"/ui/batches/" + batches[0].ID + "/live",
 		"/ui/rollouts/" + rs[0].ID,
-		// experimentPages (experiments.go) go here
 		"/ui/turns",
 		"/ui/turns?conversation=conv-7",
 		"/ui/datasets",
@@ -224,7 +223,7 @@ func measure(ctx context.Context, w io.Writer, o options) error {
 		"/ui/promotions/" + promotionID,
 		"/ui/agents/" + seed.Agent,
 	}
-	pages = slices.Insert(pages, slices.Index(pages, "/ui/turns"), experimentPages(exps)...)
+	pages = append(pages, experimentPages(exps)...) // experiments.go
 	fmt.Fprintf(w, "%-60s %10s %10s %10s %10s\n", pageHeader(n, runs), "p50 ms", "p95 ms", "max ms", "CPU ms")
 	only, err := regexp.Compile(o.only)
 	if err != nil {
