@@ -144,6 +144,10 @@ func TestTutorial_RunsFromNothingToAPromotedPolicy(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	// A background process that kept bash's stdout would hold Wait until
+	// it ends; the tutorial sends theirs to log files, and this bounds a
+	// slip.
+	cmd.WaitDelay = 10 * time.Second
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
