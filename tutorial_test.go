@@ -144,6 +144,10 @@ func TestTutorial_RunsFromNothingToAPromotedPolicy(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	// A background process that kept bash's stdout would hold Wait until
+	// it ends; the tutorial sends theirs to log files, and this bounds a
+	// slip.
+	cmd.WaitDelay = 10 * time.Second
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -208,10 +212,10 @@ func checkTutorialResults(t *testing.T, work, stdout string) {
 		what string
 		re   *regexp.Regexp
 	}{
-		{"gyre turns list shows the captured turns", regexp.MustCompile(`(?m)^support-bot\s+\S+\s+conv-6\s+\d{4}-`)},
+		{"gyre turns list shows the captured turns", regexp.MustCompile(`(?m)^support-bot\s+\S+\s+conv-7\s+\d{4}-`)},
 		{"demo-base's production answers show its mistake", regexp.MustCompile(`(?m)^\[scripted demo model\] I could not refund order A1: `)},
-		{"gyre batches show: demo-base passes some tasks and fails others", regexp.MustCompile(`(?m)^outcomes\s+passed=[1-9]\d* failed=[1-9]\d* unscored=0 excluded=0$`)},
-		{"gyre batches show: every rollout is training grade", regexp.MustCompile(`(?m)^training grade\s+1\.00 \((\d+) of (\d+) finished\)$`)},
+		{"gyre batches show: demo-base passes some tasks and fails others; D4's rollouts are excluded, not failed", regexp.MustCompile(`(?m)^outcomes\s+passed=[1-9]\d* failed=[1-9]\d* unscored=0 excluded=[1-9]\d*$`)},
+		{"gyre batches show: the excluded rollouts are the only ones not training grade", regexp.MustCompile(`(?m)^not training grade\s+excluded:substrate_unavailable=[1-9]\d*$`)},
 		{"gyre rollouts show: the rollout reconciled on_policy", regexp.MustCompile(`(?m)^reconciliation\s+on_policy$`)},
 		{"gyre policy promote --wait: the candidate is promoted", regexp.MustCompile(`(?m)^state\s+promoted$`)},
 		{"gyre agents show: the candidate is the agent's policy", regexp.MustCompile(`(?m)^promoted policy\s+support-candidate$`)},

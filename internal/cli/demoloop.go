@@ -54,11 +54,6 @@ func (g demoGyre) Command(ctx context.Context, args ...string) ([]byte, error) {
 	root.SetOut(&out)
 	root.SetErr(g.stderr)
 	err := root.ExecuteContext(ctx)
-	if err != nil {
-		if code, ok := exitCode(err); ok && errors.Unwrap(err) == nil {
-			err = fmt.Errorf("exit %d", code)
-		}
-	}
 	return out.Bytes(), err
 }
 

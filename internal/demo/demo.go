@@ -1,8 +1,14 @@
-// Package demo holds what gyre demo runs: an embedded suite of support-desk
-// cases and the example support-desk harness (examples/harness/desk) served
-// in-process on a loopback port with its offline, deterministic rules. The
-// experiment itself runs through the same code as gyre eval run (package
-// cli wires it).
+// Package demo holds what gyre demo runs. The flywheel stages (loop.go)
+// drive a running gyre serve through gyre's own commands (the Gyre
+// interface, which package cli implements in-process): production turns of
+// the example agent, tasks from them and from the agent suite
+// (agentsuite/suite.yaml), a batch run by gyre worker, its training-grade
+// yield, an sft export and a promotion; summary.go holds their figures and
+// blocks. The scripted demo model they run against is package scripted.
+// The evaluator stage uses an embedded suite of support-desk cases and the
+// example support-desk harness (examples/harness/desk) served in-process
+// on a loopback port with its offline, deterministic rules; the experiment
+// runs through the same code as gyre eval run (package cli wires it).
 package demo
 
 import (

@@ -375,7 +375,7 @@ func (l *loop) batchAndPromotion(ctx context.Context) error {
 	wctx, stop := context.WithCancel(ctx)
 	werr := make(chan error, 1)
 	args := []string{"worker", "--server", l.cfg.Server, "--agent", id, "--key-file", l.keyFile,
-		"--concurrency", strconv.Itoa(l.cfg.Concurrency), "--"}
+		"--concurrency", strconv.Itoa(l.cfg.Concurrency), "--root", filepath.Join(l.cfg.Dir, "worker"), "--"}
 	args = append(args, l.cfg.Agent...)
 	l.progress("gyre worker --agent %s --concurrency %d runs the example agent (%s) for every rollout", id, l.cfg.Concurrency, strings.Join(l.cfg.Agent, " "))
 	go func() {

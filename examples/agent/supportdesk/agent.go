@@ -71,17 +71,28 @@ func (a *agent) run(ctx context.Context, input string) (string, error) {
 }
 
 // call runs one tool call and records it. The tools report their own
-// verdict, so the outcome is observed: ok or failed, never guessed. The
-// order system is in memory, so no HTTP status exists to report.
+// verdict, so the outcome is observed, never guessed: ok, failed, or
+// unknown when the tool itself cannot tell (a refund the payment provider
+// did not confirm: it may have been issued). A backend that cannot be
+// reached fails the call and excludes the turn (substrate_unavailable):
+// the trouble is the infrastructure's, not the model's, so the turn is
+// neither a model failure nor something to train on. The order system is
+// in memory, so no HTTP status exists to report.
 func (a *agent) call(ctx context.Context, id, name, arguments string) string {
 	_, rc := a.rec.Start(ctx, flywheel.ToolCallStart{Name: name, ToolCallID: id, Arguments: arguments})
 	res := runTool(a.orders, name, arguments)
 	if res.EntityID != "" {
 		rc.EntityID(flywheel.EntityKeyID, res.EntityID)
 	}
-	if res.Err != nil {
+	switch {
+	case errors.Is(res.Err, errPaymentTimeout):
+		rc.Finish(flywheel.OutcomeUnknown, res.Output, res.Err)
+	case errors.Is(res.Err, errBackendUnavailable):
 		rc.Failed(res.Err, res.Output)
-	} else {
+		a.rec.Exclude(flywheel.ExclusionSubstrateUnavailable, res.Err.Error())
+	case res.Err != nil:
+		rc.Failed(res.Err, res.Output)
+	default:
 		rc.OK(res.Output)
 	}
 	b, _ := json.Marshal(res.Output)

@@ -84,3 +84,98 @@ func TestAgent_AToolFailureIsObservedAsFailed(t *testing.T) {
 		t.Errorf("A1 is %s", ord.Status)
 	}
 }
+
+// D4's warehouse system does not answer: the lookup fails, the agent
+// excludes the turn as substrate_unavailable (the infrastructure's
+// trouble, not the model's), tells the customer to try later, and changes
+// nothing. Both models meet it; neither is blamed for it.
+func TestAgent_AnUnavailableBackendExcludesTheTurn(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		model, question, tool string
+	}{
+		{scripted.Candidate, "Where is my order D4?", "lookup_order"},
+		{scripted.Candidate, "Cancel order D4 please.", "lookup_order"},
+		{scripted.Base, "Cancel order D4 please.", "cancel_order"},
+	} {
+		t.Run(tc.model+"/"+tc.question, func(t *testing.T) {
+			t.Parallel()
+			rec := flywheel.NewRecorder()
+			a := newAgent(tc.model, rec, option.WithBaseURL(newModel(t)), option.WithAPIKey("test-key"))
+			answer, err := a.run(context.Background(), tc.question)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(answer, "try again later") {
+				t.Errorf("answer = %q", answer)
+			}
+			rep := rec.Report(answer)
+			calls, _ := rep.ToolCalls.Get()
+			if len(calls) != 1 || calls[0].Name != tc.tool || calls[0].Outcome != flywheel.OutcomeFailed {
+				t.Fatalf("tool calls = %+v", calls)
+			}
+			if e, _ := calls[0].Error.Get(); !strings.Contains(e, "order backend unavailable") {
+				t.Errorf("error = %q", e)
+			}
+			ex, ok := rep.Exclusion.Get()
+			if !ok || ex.Reason != flywheel.ExclusionSubstrateUnavailable {
+				t.Fatalf("exclusion = %+v (set %v), want substrate_unavailable", ex, ok)
+			}
+			if d, _ := ex.Detail.Get(); !strings.Contains(d, "D4") {
+				t.Errorf("exclusion detail = %q", d)
+			}
+			if _, err := rep.Marshal(); err != nil {
+				t.Errorf("report breaks the contract: %v", err)
+			}
+			if ord := a.orders.Snapshot()[3]; ord.ID != "D4" || ord.Status != "processing" {
+				t.Errorf("D4 = %+v", ord)
+			}
+		})
+	}
+}
+
+// E5's refund reaches the payment provider, which does not confirm it in
+// time: the call's outcome is unknown (the refund may have been issued),
+// never ok or failed, with no refund id and no exclusion, so outcome
+// graders abstain. The model is told, and tells the customer, that the
+// refund is unconfirmed.
+func TestAgent_AnUnconfirmedRefundIsUnknown(t *testing.T) {
+	t.Parallel()
+	rec := flywheel.NewRecorder()
+	a := newAgent(scripted.Candidate, rec, option.WithBaseURL(newModel(t)), option.WithAPIKey("test-key"))
+	answer, err := a.run(context.Background(), "Please refund order E5, it arrived broken.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(answer, "cannot tell yet whether the refund went through") {
+		t.Errorf("answer = %q", answer)
+	}
+	rep := rec.Report(answer)
+	calls, _ := rep.ToolCalls.Get()
+	if len(calls) != 2 || calls[0].Name != "lookup_order" || calls[0].Outcome != flywheel.OutcomeOK ||
+		calls[1].Name != "issue_refund" || calls[1].Outcome != flywheel.OutcomeUnknown {
+		t.Fatalf("tool calls = %+v", calls)
+	}
+	refund := calls[1]
+	if refund.StatusCode != nil || len(refund.EntityIDs) != 0 {
+		t.Errorf("refund call: status %v, entity_ids %v", refund.StatusCode, refund.EntityIDs)
+	}
+	if e, _ := refund.Error.Get(); !strings.Contains(e, "payment provider timed out") {
+		t.Errorf("error = %q", e)
+	}
+	// An unknown call's output carries no machine-readable verdict.
+	var out map[string]any
+	_ = json.Unmarshal(refund.Output, &out)
+	if _, has := out["error"]; has || out["refund"] != "unconfirmed" {
+		t.Errorf("recorded output = %s", refund.Output)
+	}
+	if _, set := rep.Exclusion.Get(); set {
+		t.Errorf("exclusion = %+v: an unconfirmed refund is not infrastructure down", rep.Exclusion)
+	}
+	if _, err := rep.Marshal(); err != nil {
+		t.Errorf("report breaks the contract: %v", err)
+	}
+	if ord, _ := a.orders.Lookup("E5"); ord.RefundID != "" || ord.Status != "delivered" {
+		t.Errorf("E5 = %+v", ord)
+	}
+}

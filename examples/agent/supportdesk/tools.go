@@ -2,6 +2,7 @@ package supportdesk
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/openai/openai-go/v3"
@@ -89,9 +90,20 @@ func str(args map[string]any, key string) string {
 	return s
 }
 
+// result is a tool's result. The model sees the error of a failed call;
+// infrastructure trouble is also said in words a model (and the scripted
+// demo model) can act on: "unavailable" (nothing was read or changed,
+// try later) and "refund": "unconfirmed" (sent, not confirmed).
 func result(ord Order, entity string, err error) toolResult {
 	if err != nil {
-		return toolResult{Output: map[string]any{"error": err.Error()}, Err: err}
+		out := map[string]any{"error": err.Error()}
+		switch {
+		case errors.Is(err, errBackendUnavailable):
+			out["unavailable"] = true
+		case errors.Is(err, errPaymentTimeout):
+			out["refund"] = "unconfirmed"
+		}
+		return toolResult{Output: out, Err: err}
 	}
 	b, _ := json.Marshal(ord)
 	var m map[string]any

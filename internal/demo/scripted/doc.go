@@ -15,6 +15,12 @@
 // Status questions it answers correctly. Graders such as
 // tool_called lookup_order and all_tools_ok catch the mistake.
 //
+// Both models read infrastructure trouble from a tool's result and say
+// so instead of guessing: a tool whose backend is unavailable ("D4's
+// order system is not answering … try again later") and a refund the
+// payment provider did not confirm ("I cannot tell yet whether the refund
+// went through"). TroubleQuestions are the questions that meet it.
+//
 // gyre demo runs it on loopback as the gateway's upstream; gyre demo
 // upstream serves it on its own.
 package scripted

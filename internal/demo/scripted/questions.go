@@ -16,12 +16,38 @@ const (
 	KindStatus Kind = "status"
 )
 
-// Orders are the seeded orders of the example agent's order system, with
-// their status.
+// Orders are the seeded orders of the example agent's order system whose
+// systems work, with their status.
 var Orders = []struct{ ID, Status string }{
 	{"A1", "shipped"},
 	{"B2", "processing"},
 	{"C3", "delivered"},
+}
+
+// Trouble is infrastructure trouble an order of the example agent meets by
+// design: it says nothing about the model.
+type Trouble string
+
+// The example agent's troubles (examples/agent/supportdesk).
+const (
+	// TroubleBackendUnavailable: D4's warehouse system does not answer;
+	// the agent fails the call and excludes the turn
+	// (substrate_unavailable).
+	TroubleBackendUnavailable Trouble = "backend_unavailable"
+	// TroublePaymentTimeout: E5's refund is sent but the payment provider
+	// does not confirm it in time; the agent reports the call's outcome as
+	// unknown, so outcome graders abstain.
+	TroublePaymentTimeout Trouble = "payment_timeout"
+)
+
+// TroubleOrders are the seeded orders whose systems are in trouble, with
+// their status and trouble.
+var TroubleOrders = []struct {
+	ID, Status string
+	Trouble    Trouble
+}{
+	{"D4", "processing", TroubleBackendUnavailable},
+	{"E5", "delivered", TroublePaymentTimeout},
 }
 
 // phrasings are the ways a customer asks, per kind; %s is the order id.
@@ -53,10 +79,12 @@ type Question struct {
 	// BaseMistake says whether demo-base gets it wrong (it refunds or
 	// cancels without looking the order up); demo-candidate never does.
 	BaseMistake bool
+	// Trouble is the order's infrastructure trouble, "" when none.
+	Trouble Trouble
 }
 
-// Questions returns every question the scripted model understands, in a
-// stable order (phrasing, then kind, then order), so that a prefix of the
+// Questions returns the questions about the orders whose systems work,
+// in a stable order (phrasing, then kind, then order), so that a prefix of the
 // list spreads over kinds and orders: 3 orders × 3 kinds × 3 phrasings.
 func Questions() []Question {
 	var out []Question
@@ -69,6 +97,29 @@ func Questions() []Question {
 					BaseMistake: k != KindStatus,
 				})
 			}
+		}
+	}
+	return out
+}
+
+// TroubleQuestions returns the questions about the orders in trouble, in
+// a stable order: D4's status and cancellation (its backend does not
+// answer) and E5's refund (the payment provider times out). They are not
+// among Questions, so production traffic made from Questions stays clear
+// of them.
+func TroubleQuestions() []Question {
+	var out []Question
+	for _, o := range TroubleOrders {
+		kinds := []Kind{KindStatus, KindCancel}
+		if o.Trouble == TroublePaymentTimeout {
+			kinds = []Kind{KindRefund}
+		}
+		for _, k := range kinds {
+			out = append(out, Question{
+				ID:   fmt.Sprintf("%s-%s-1", k, o.ID),
+				Text: fmt.Sprintf(phrasings[k][0], o.ID), Order: o.ID, Kind: k,
+				BaseMistake: k != KindStatus, Trouble: o.Trouble,
+			})
 		}
 	}
 	return out

@@ -66,6 +66,13 @@ type toolRun struct {
 
 func (r toolRun) failed() bool { return r.result == nil || r.result["error"] != nil }
 
+// unavailable says the tool could not reach its backend: nothing was read
+// or changed.
+func (r toolRun) unavailable() bool { return r.result["unavailable"] == true }
+
+// unconfirmed says a refund was sent but not confirmed.
+func (r toolRun) unconfirmed() bool { return r.result["refund"] == "unconfirmed" }
+
 func (r toolRun) str(key string) string {
 	s, _ := r.result[key].(string)
 	return s
@@ -134,6 +141,9 @@ func decide(model string, msgs []message) reply {
 	if !lookup.done {
 		return call("lookup_order", map[string]any{"order_id": order})
 	}
+	if lookup.unavailable() {
+		return answer(unavailableText("look up", order))
+	}
 	if lookup.failed() {
 		return answer(fmt.Sprintf("I could not find order %s: %s.", order, errText(lookup)))
 	}
@@ -165,12 +175,22 @@ func actionAnswer(order string, kind Kind, r toolRun) reply {
 	switch {
 	case !r.done:
 		return answer(fmt.Sprintf("I could not %s order %s: the tool gave no answer.", verb, order))
+	case r.unavailable():
+		return answer(unavailableText(verb, order))
+	case r.unconfirmed():
+		return answer(fmt.Sprintf("I asked the payment provider to refund order %s, but it did not confirm in time: "+
+			"I cannot tell yet whether the refund went through, so I will not send a second one.", order))
 	case r.failed():
 		return answer(fmt.Sprintf("I could not %s order %s: %s.", verb, order, errText(r)))
 	case kind == KindRefund:
 		return answer(fmt.Sprintf("Order %s is refunded: refund id %s.", order, r.str("refund_id")))
 	}
 	return answer(fmt.Sprintf("Order %s is cancelled.", order))
+}
+
+// unavailableText answers a turn whose order system did not answer.
+func unavailableText(verb, order string) string {
+	return fmt.Sprintf("I could not %s order %s: the order system is not answering right now, so nothing was changed. Please try again later.", verb, order)
 }
 
 func errText(r toolRun) string {

@@ -25,7 +25,7 @@ func newClient(t *testing.T) openai.Client {
 }
 
 // orders is a stand-in for the example agent's order system: enough for
-// the tools to succeed and fail as the agent's do.
+// the tools to succeed and fail, and to meet trouble, as the agent's do.
 type orders map[string]string
 
 func (o orders) run(name string, args map[string]any) map[string]any {
@@ -33,6 +33,15 @@ func (o orders) run(name string, args map[string]any) map[string]any {
 	st, ok := o[id]
 	if !ok {
 		return map[string]any{"error": id + ": order not found"}
+	}
+	for _, x := range scripted.TroubleOrders {
+		switch {
+		case x.ID != id:
+		case x.Trouble == scripted.TroubleBackendUnavailable:
+			return map[string]any{"error": id + ": order backend unavailable", "unavailable": true}
+		case x.Trouble == scripted.TroublePaymentTimeout && name == "issue_refund":
+			return map[string]any{"error": "refund of " + id + ": payment provider timed out", "refund": "unconfirmed"}
+		}
 	}
 	switch name {
 	case "cancel_order":
@@ -65,6 +74,9 @@ func converse(t *testing.T, c openai.Client, model, question string, stream bool
 	ctx := context.Background()
 	o := orders{}
 	for _, x := range scripted.Orders {
+		o[x.ID] = x.Status
+	}
+	for _, x := range scripted.TroubleOrders {
 		o[x.ID] = x.Status
 	}
 	params := openai.ChatCompletionNewParams{Model: model, Tools: tools(),
@@ -139,6 +151,12 @@ func TestModels_BehaveAsScripted(t *testing.T) {
 		{scripted.Base, "Cancel order A1 please.", []string{"cancel_order"}, "could not cancel order A1"},
 		{scripted.Base, "Could you cancel my order B2?", []string{"cancel_order"}, "B2 is cancelled"},
 		{scripted.Base, "Has A1 shipped yet?", []string{"lookup_order"}, "A1 (thing) is shipped"},
+		// Infrastructure trouble is said as such, by both models.
+		{scripted.Candidate, "Where is my order D4?", []string{"lookup_order"}, "could not look up order D4: the order system is not answering right now, so nothing was changed. Please try again later."},
+		{scripted.Candidate, "Cancel order D4 please.", []string{"lookup_order"}, "could not look up order D4: the order system is not answering"},
+		{scripted.Base, "Cancel order D4 please.", []string{"cancel_order"}, "could not cancel order D4: the order system is not answering"},
+		{scripted.Candidate, "Please refund order E5, it arrived broken.", []string{"lookup_order", "issue_refund"}, "cannot tell yet whether the refund went through"},
+		{scripted.Base, "Please refund order E5, it arrived broken.", []string{"issue_refund"}, "cannot tell yet whether the refund went through"},
 	}
 	for _, tc := range cases {
 		for _, stream := range []bool{false, true} {
@@ -187,6 +205,48 @@ func TestQuestions_BaseMistakeIsWhereDeclared(t *testing.T) {
 	}
 	if len(qs) < 20 || mistakes < 10 || mistakes == len(qs) {
 		t.Errorf("%d questions, %d with a base mistake: want at least 20, with at least 10 mistakes and some without", len(qs), mistakes)
+	}
+}
+
+// The questions about orders in trouble are distinct from the others,
+// name their order's trouble, and keep the models' behaviours: the
+// candidate looks up first, the base skips it exactly where BaseMistake
+// says. Both kinds of trouble are asked about.
+func TestTroubleQuestions_NameTheirTrouble(t *testing.T) {
+	t.Parallel()
+	c := newClient(t)
+	known := map[string]bool{}
+	for _, q := range scripted.Questions() {
+		known[q.ID], known[q.Text] = true, true
+		if q.Trouble != "" {
+			t.Errorf("%s: trouble %q among the healthy questions", q.ID, q.Trouble)
+		}
+	}
+	trouble := map[string]scripted.Trouble{}
+	for _, o := range scripted.TroubleOrders {
+		trouble[o.ID] = o.Trouble
+	}
+	seen := map[scripted.Trouble]bool{}
+	for _, q := range scripted.TroubleQuestions() {
+		if known[q.ID] || known[q.Text] {
+			t.Errorf("question %s repeats", q.ID)
+		}
+		known[q.ID], known[q.Text] = true, true
+		if q.Trouble == "" || q.Trouble != trouble[q.Order] {
+			t.Errorf("%s: trouble %q, order %s has %q", q.ID, q.Trouble, q.Order, trouble[q.Order])
+		}
+		seen[q.Trouble] = true
+		cand, _ := converse(t, c, scripted.Candidate, q.Text, false)
+		base, _ := converse(t, c, scripted.Base, q.Text, false)
+		if len(cand) == 0 || cand[0] != "lookup_order" {
+			t.Errorf("%s: candidate calls %v, want lookup_order first", q.ID, cand)
+		}
+		if got := !slices.Contains(base, "lookup_order"); got != q.BaseMistake {
+			t.Errorf("%s: base calls %v; mistake %v, declared %v", q.ID, base, got, q.BaseMistake)
+		}
+	}
+	if !seen[scripted.TroubleBackendUnavailable] || !seen[scripted.TroublePaymentTimeout] {
+		t.Errorf("troubles asked about: %v, want both", seen)
 	}
 }
 
