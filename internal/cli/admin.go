@@ -50,6 +50,12 @@ func (a *app) adminClient(cmd *cobra.Command, f *adminFlags) (*eval.RemoteRecord
 // adminKey reads the API key: --key-file, else GYRE_KEY, else
 // GYRE_KEY_FILE.
 func (a *app) adminKey(cmd *cobra.Command, f *adminFlags) (string, error) {
+	return a.apiKey(cmd, f.keyFile)
+}
+
+// apiKey reads the API key of a command with a --key-file flag (whose
+// value is keyFile): the flag, else GYRE_KEY, else GYRE_KEY_FILE.
+func (a *app) apiKey(cmd *cobra.Command, keyFile string) (string, error) {
 	readFile := func(path string) (string, error) {
 		b, err := os.ReadFile(path)
 		if err != nil {
@@ -62,7 +68,7 @@ func (a *app) adminKey(cmd *cobra.Command, f *adminFlags) (string, error) {
 		return k, nil
 	}
 	if cmd.Flags().Lookup("key-file").Changed {
-		return readFile(f.keyFile)
+		return readFile(keyFile)
 	}
 	if k, ok := a.res.lookupEnv("GYRE_KEY"); ok && strings.TrimSpace(k) != "" {
 		return strings.TrimSpace(k), nil

@@ -62,7 +62,7 @@ type datasetClient struct {
 
 func datasetFlags(fs *pflag.FlagSet) {
 	fs.String("server", "", "gyre server URL; without it, work on the store directly [$GYRE_SERVER]")
-	fs.String("key-file", "", "file holding the API key, with --server [$GYRE_KEY holds the key itself]")
+	fs.String("key-file", "", "file holding the API key, with --server [$GYRE_KEY_FILE; or set $GYRE_KEY]")
 	fs.String("tenant", "default", "tenant of the store, without --server")
 	fs.String("blob", "", "blob store, without --server: empty for a directory in --data, file:///dir or s3://bucket?… [$GYRE_BLOB]")
 }
@@ -105,19 +105,10 @@ func (a *app) datasetClient(cmd *cobra.Command) (*datasetClient, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, usagef("--server: %q is not an http(s) URL", server)
 	}
-	var key string
-	if path, _ := fs.GetString("key-file"); path != "" {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return nil, usagef("--key-file: %v", err)
-		}
-		if key = strings.TrimSpace(string(b)); key == "" {
-			return nil, usagef("--key-file: %s is empty", path)
-		}
-	} else if v, ok := a.res.lookupEnv("GYRE_KEY"); ok && strings.TrimSpace(v) != "" {
-		key = strings.TrimSpace(v)
-	} else {
-		return nil, usagef("a key is required: --key-file or GYRE_KEY")
+	path, _ := fs.GetString("key-file")
+	key, err := a.apiKey(cmd, path)
+	if err != nil {
+		return nil, err
 	}
 	return &datasetClient{base: strings.TrimRight(server, "/"), key: key, http: &http.Client{}}, nil
 }

@@ -102,6 +102,13 @@ func TestDatasetCommands_AgainstServer(t *testing.T) {
 	if lines := strings.Split(strings.TrimSpace(listed), "\n"); len(lines) != 1 || !strings.Contains(lines[0], m.DatasetID) {
 		t.Fatalf("list: %s", listed)
 	}
+	// Like every admin command, the dataset commands take the key from
+	// GYRE_KEY_FILE when neither --key-file nor GYRE_KEY is given.
+	byFile := exec.Command(bin, "dataset", "list")
+	byFile.Env = append(cleanEnv(), "GYRE_KEY_FILE="+filepath.Join(dir, "data", "admin.key"), "GYRE_SERVER="+s.base)
+	if got, err := byFile.CombinedOutput(); err != nil || !strings.Contains(string(got), m.DatasetID) {
+		t.Fatalf("dataset list with GYRE_KEY_FILE: %v\n%s", err, got)
+	}
 	shown, _ := gyre(0, "dataset", "show", m.DatasetID)
 	if !strings.Contains(shown, `"state":"ready"`) || !strings.Contains(shown, m.FileSHA256) {
 		t.Fatalf("show: %s", shown)
