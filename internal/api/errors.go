@@ -26,11 +26,26 @@ type errorDetail struct {
 
 // writeError is the one adapter from a handler's error to a response. A
 // *gyre.Error answers its own status and message; store.ErrNotFound is 404;
-// store.ErrInvalidCursor is 400 invalid_query; an oversized body is 413; anything else is logged with the request id
-// and answered as a generic 500 that shows no internals.
+// store.ErrInvalidCursor is 400 invalid_query; an oversized body is 413; a
+// client that went away (the request's context cancelled) is no error of
+// the server's and gets no answer; anything else is logged with the
+// request id and answered as a generic 500 that shows no internals.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	ctx := r.Context()
 	info := infoFrom(ctx)
+	if clientGone(ctx, err) {
+		// The client hung up (a worker stopping during a long-poll
+		// claim, a closed tab): nothing went wrong in the server, and
+		// nobody reads an answer. The access log records nginx's 499.
+		s.log.LogAttrs(ctx, slog.LevelDebug, "client went away",
+			slog.String("request_id", info.id),
+			slog.String("route", info.route),
+			slog.Any("error", err))
+		if !info.wroteHeader() {
+			w.WriteHeader(statusClientClosedRequest)
+		}
+		return
+	}
 	ge := s.classify(ctx, err)
 	status := ge.Status()
 	if status >= 500 {
@@ -48,6 +63,17 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="gyre"`)
 	}
 	writeJSON(w, status, errorBody{Error: errorDetail{Code: ge.Code, Message: ge.Message, Pointer: ge.Pointer}})
+}
+
+// statusClientClosedRequest is nginx's status for a request whose client
+// closed the connection before the answer: never sent, only recorded.
+const statusClientClosedRequest = 499
+
+// clientGone says err is the request's own context being cancelled: the
+// client closed the connection. A cancellation from anywhere else (the
+// request's context still live) is the server's own trouble.
+func clientGone(ctx context.Context, err error) bool {
+	return errors.Is(err, context.Canceled) && errors.Is(ctx.Err(), context.Canceled)
 }
 
 // classify maps err to the *gyre.Error a client may see.

@@ -190,7 +190,9 @@ type envOptions struct {
 	wrapRolloutStore func(store.Store) store.Store
 	// claimWaiting is the rollout service's Deps.Waiting.
 	claimWaiting func()
-	gradeEnv     func(store.Store) grade.Env
+	// logTap sees every log record the server writes.
+	logTap   func(slog.Record)
+	gradeEnv func(store.Store) grade.Env
 	// harnesses makes the server's harness registry on the env's store.
 	harnesses func(store.Store) *harness.Registry
 }
@@ -205,6 +207,31 @@ func withHarnesses(reg func(store.Store) *harness.Registry) envOption {
 // starts waiting (rollout.Deps.Waiting).
 func withClaimWaiting(f func()) envOption {
 	return func(o *envOptions) { o.claimWaiting = f }
+}
+
+// withLogTap has tap see every log record the server writes, besides
+// env.logs.
+func withLogTap(tap func(slog.Record)) envOption {
+	return func(o *envOptions) { o.logTap = tap }
+}
+
+// tapHandler passes each record to tap, then to the Handler.
+type tapHandler struct {
+	slog.Handler
+	tap func(slog.Record)
+}
+
+func (h tapHandler) Handle(ctx context.Context, r slog.Record) error {
+	h.tap(r.Clone())
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h tapHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return tapHandler{h.Handler.WithAttrs(as), h.tap}
+}
+
+func (h tapHandler) WithGroup(name string) slog.Handler {
+	return tapHandler{h.Handler.WithGroup(name), h.tap}
 }
 
 // withRolloutStore makes the rollout service use wrap(the env's store),
@@ -261,7 +288,11 @@ func newEnv(t *testing.T, eng engine, cfg Config, opts ...envOption) *env {
 		storeOpts = append(storeOpts, injectedLeaseClock)
 	}
 	e.st = eng.open(t, clk, storeOpts...)
-	log := slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	var h slog.Handler = slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})
+	if o.logTap != nil {
+		h = tapHandler{h, o.logTap}
+	}
+	log := slog.New(h)
 	deps := Deps{Store: e.st, Logger: log, Clock: clk, Metrics: telemetry.NewMetrics()}
 	if o.blobs != nil {
 		e.blobs = o.blobs.open(t)

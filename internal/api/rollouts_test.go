@@ -3,7 +3,9 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -197,6 +199,69 @@ func TestClaim_LongPollAnswersWhenWorkArrives(t *testing.T) {
 	e.svc.Close()
 	if c := <-done; c.status != http.StatusOK || len(c.claim.Rollouts) != 0 {
 		t.Fatalf("long-poll at shutdown: %d %s", c.status, c.body)
+	}
+}
+
+// A client that hangs up during a long-poll claim (gyre worker stopping)
+// is no server error: nothing is logged at ERROR or with code internal,
+// and the access log records 499 (client closed request), not 500.
+func TestClaim_AClientHangingUpIsNotAServerError(t *testing.T) {
+	t.Parallel()
+	waiting := make(chan struct{}, 1)
+	accessLog := make(chan slog.Record, 1)
+	e := newEnv(t, sqliteEngine, Config{}, withFakeClock(rolloutStart), withRollouts(rollout.Config{}),
+		withClaimWaiting(func() {
+			select {
+			case waiting <- struct{}{}:
+			default:
+			}
+		}),
+		withLogTap(func(r slog.Record) {
+			if r.Message != "http request" {
+				return
+			}
+			r.Attrs(func(a slog.Attr) bool {
+				if a.Key == "route" && strings.HasSuffix(a.Value.String(), "/claim") {
+					accessLog <- r
+				}
+				return true
+			})
+		}))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.ts.URL+"/agents/agent-1/claim?wait_ms=30000", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+e.agent)
+	req.Header.Set("Content-Type", "application/json")
+	errc := make(chan error, 1)
+	go func() {
+		resp, err := e.ts.Client().Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		errc <- err
+	}()
+	<-waiting // the claim found no work and waits for it
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("client: %v, want context.Canceled", err)
+	}
+	rec := <-accessLog // the handler has returned
+	rec.Attrs(func(a slog.Attr) bool {
+		if a.Key == "status" && a.Value.Int64() != statusClientClosedRequest {
+			t.Errorf("access log status %d, want 499", a.Value.Int64())
+		}
+		return true
+	})
+	if rec.Level >= slog.LevelError {
+		t.Errorf("access log at %s", rec.Level)
+	}
+	for _, l := range e.logs.lines(t) {
+		if l["level"] == "ERROR" || l["code"] == gyre.CodeInternal {
+			t.Errorf("log line %v: a client that went away is no server error", l)
+		}
 	}
 }
 

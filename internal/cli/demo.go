@@ -55,10 +55,13 @@ func (a *app) demoCommand() *cobra.Command {
   tasks       tasks from those turns, and from a rollout suite written for
               the agent (demo-support-desk-agent)
   batch       gyre worker runs the agent for every task through the gateway;
-              the verifiers grade each rollout
+              the verifiers grade each rollout; cases meeting the agent's
+              infrastructure trouble on purpose end excluded or unscored,
+              not failed
   training    the batch's training-grade yield and the reasons for the rest
   dataset     an sft export with its manifest, in <data>/demo
-  promotion   demo-candidate over demo-base on the suite: the gate's decision
+  promotion   demo-candidate over demo-base on the suite's tasks without
+              trouble: the gate's decision
   experiment  the evaluator: the embedded suite against the example desk
               harness (rule-based), as gyre eval run does
 

@@ -11,6 +11,16 @@ import (
 // support-desk agent (agentsuite/suite.yaml).
 const AgentSuiteName = "demo-support-desk-agent"
 
+// TroubleCases are the agent suite's cases that meet the example agent's
+// infrastructure trouble by design (scripted.TroubleQuestions): D4's
+// backend is down, so its rollouts are excluded, and E5's refund is
+// unconfirmed, so its outcome graders abstain. gyre demo runs them in its
+// batch, to show that trouble is not a model failure, and keeps them out
+// of the promotion: they measure no policy, and the gate would rightly
+// refuse a task set whose rollouts are excluded more often than its
+// max_excluded_rate (5%).
+var TroubleCases = []string{"status-backend-unavailable", "cancel-backend-unavailable", "refund-payment-timeout"}
+
 //go:embed agentsuite/suite.yaml
 var agentSuite []byte
 

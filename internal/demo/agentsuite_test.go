@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/gyrehq/gyre/internal/demo"
@@ -11,9 +12,11 @@ import (
 	"github.com/gyrehq/gyre/internal/suite"
 )
 
-// The agent suite gates a promotion, so it needs at least 10 cases of
-// which at least 4 are questions demo-base gets wrong (SPEC §10: the
-// bootstrap resamples tasks), every case asks a question the scripted
+// The agent suite gates a promotion, so the cases the promotion runs (all
+// but TroubleCases) are at least 10, of which at least 4 are questions
+// demo-base gets wrong (SPEC §10: the bootstrap resamples tasks); the
+// trouble cases are exactly those asking about an order in trouble, and
+// meet both kinds of trouble; every case asks a question the scripted
 // model knows, and no case has files (POST /api/v1/tasks refuses them).
 func TestAgentSuite_GatesOnTheBaseMistake(t *testing.T) {
 	t.Parallel()
@@ -32,10 +35,11 @@ func TestAgentSuite_GatesOnTheBaseMistake(t *testing.T) {
 		t.Errorf("name %s", s.Name)
 	}
 	known := map[string]scripted.Question{}
-	for _, q := range scripted.Questions() {
+	for _, q := range append(scripted.Questions(), scripted.TroubleQuestions()...) {
 		known[q.Text] = q
 	}
-	mistakes := 0
+	gating, mistakes := 0, 0
+	troubles := map[scripted.Trouble]bool{}
 	for _, c := range s.Cases {
 		if len(c.Files) > 0 {
 			t.Errorf("case %s has files", c.ID)
@@ -50,12 +54,28 @@ func TestAgentSuite_GatesOnTheBaseMistake(t *testing.T) {
 		if !ok {
 			t.Errorf("case %s asks %q, which the scripted model does not know", c.ID, in.Question)
 		}
+		if isTrouble := slices.Contains(demo.TroubleCases, c.ID); isTrouble != (q.Trouble != "") {
+			t.Errorf("case %s: in TroubleCases %v, but its question's trouble is %q", c.ID, isTrouble, q.Trouble)
+		}
+		if q.Trouble != "" {
+			troubles[q.Trouble] = true
+			continue
+		}
+		gating++
 		if q.BaseMistake {
 			mistakes++
 		}
 	}
-	if len(s.Cases) < 10 || mistakes < 4 || mistakes == len(s.Cases) {
-		t.Errorf("%d cases, %d of them demo-base mistakes: want at least 10 cases, at least 4 mistakes and some without", len(s.Cases), mistakes)
+	if gating < 10 || mistakes < 4 || mistakes == gating {
+		t.Errorf("%d cases gate the promotion, %d of them demo-base mistakes: want at least 10 cases, at least 4 mistakes and some without", gating, mistakes)
+	}
+	if !troubles[scripted.TroubleBackendUnavailable] || !troubles[scripted.TroublePaymentTimeout] {
+		t.Errorf("the suite meets troubles %v, want both", troubles)
+	}
+	for _, id := range demo.TroubleCases {
+		if !slices.ContainsFunc(s.Cases, func(c suite.Case) bool { return c.ID == id }) {
+			t.Errorf("trouble case %s is not in the suite", id)
+		}
 	}
 	if b, _ := os.ReadFile(p); string(b) != string(demo.AgentSuite()) {
 		t.Error("the written suite is not the embedded one")

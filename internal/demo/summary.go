@@ -44,10 +44,7 @@ func (b Block) Print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "\n== %s\n", b.Title)
 	for _, l := range b.Lines {
-		if l[0] == "" {
-			fmt.Fprintf(w, "   %s\n", l[1])
-			continue
-		}
+		// A line without a label continues the one above it.
 		fmt.Fprintf(w, "   %-*s  %s\n", width, l[0], l[1])
 	}
 }
@@ -147,13 +144,16 @@ type TasksStage struct {
 	SuiteVersion    string          `json:"suite_version"`
 	SuiteFile       string          `json:"suite_file"`
 	TaskIDs         []string        `json:"task_ids"`
+	// PromotionTaskIDs are the suite's tasks but its TroubleCases: the
+	// promotion's tasks.
+	PromotionTaskIDs []string `json:"promotion_task_ids"`
 }
 
 func (s TasksStage) block() Block {
 	return Block{Title: "tasks", Lines: [][2]string{
 		{"from turns", fmt.Sprintf("%d (of %d turns; %d skipped, already tasks), graded by %s", s.FromTurns, s.TurnsMatched, s.SkippedExisting, s.TurnGraders)},
-		{"from suite", fmt.Sprintf("%d cases of %s (%s)", s.FromSuite, s.Suite, s.SuiteFile)},
-		{"total", fmt.Sprint(len(s.TaskIDs))},
+		{"from suite", fmt.Sprintf("%d cases of %s (%s), %d of them meeting infrastructure trouble on purpose", s.FromSuite, s.Suite, s.SuiteFile, s.FromSuite-len(s.PromotionTaskIDs))},
+		{"total", fmt.Sprintf("%d in the batch; the promotion runs the %d suite tasks without trouble", len(s.TaskIDs), len(s.PromotionTaskIDs))},
 	}}
 }
 
@@ -167,27 +167,94 @@ type Rate struct {
 
 // BatchStage is the batch the workers ran.
 type BatchStage struct {
-	ID       string `json:"id"`
-	Policy   string `json:"policy"`
-	Rollouts int    `json:"rollouts"`
-	Graded   int    `json:"graded"`
-	Passed   int    `json:"passed"`
-	Failed   int    `json:"failed"`
-	Unscored int    `json:"unscored"`
-	Excluded int    `json:"excluded"`
-	PassRate *Rate  `json:"pass_rate"`
+	ID     string `json:"id"`
+	Policy string `json:"policy"`
+	// Rollouts is how many the batch minted, one per task; Retries how
+	// many more the server minted to retry an attempt (an exclusion in
+	// the batch's retry_on, e.g. substrate_unavailable, or abandoned).
+	Rollouts int `json:"rollouts"`
+	Retries  int `json:"retries"`
+	Graded   int `json:"graded"`
+	Passed   int `json:"passed"`
+	Failed   int `json:"failed"`
+	Unscored int `json:"unscored"`
+	Excluded int `json:"excluded"`
+	// Exclusions counts the excluded rollouts by exclusion reason.
+	Exclusions map[string]int `json:"exclusions"`
+	PassRate   *Rate          `json:"pass_rate"`
+	// Trouble is how the rollouts of the suite's TroubleCases came out.
+	Trouble []TroubleRollout `json:"trouble"`
+}
+
+// TroubleRollout is a rollout of a case that meets the example agent's
+// infrastructure trouble.
+type TroubleRollout struct {
+	CaseID    string `json:"case_id"`
+	RolloutID string `json:"rollout_id"`
+	// Outcome is excluded, or else passed, failed or unscored.
+	Outcome string `json:"outcome"`
+	// Exclusion is the reason the agent reported, null when none.
+	Exclusion *string `json:"exclusion"`
+	// Abstained lists the graders that abstained, with their reasons.
+	Abstained               []string `json:"abstained"`
+	NotTrainingGradeReasons []string `json:"not_training_grade_reasons"`
 }
 
 func (s BatchStage) block() Block {
 	rate := "none (nothing passed or failed)"
 	if r := s.PassRate; r != nil {
-		rate = fmt.Sprintf("%.3f, 95%% interval [%.3f, %.3f] over %d", r.Value, r.Low, r.High, r.N)
+		rate = fmt.Sprintf("%.3f, 95%% interval [%.3f, %.3f] over %d (passed and failed only)", r.Value, r.Low, r.High, r.N)
 	}
-	return Block{Title: "batch", Lines: [][2]string{
+	b := Block{Title: "batch", Lines: [][2]string{
 		{"batch", fmt.Sprintf("%s under policy %s, run by gyre worker through the gateway", s.ID, s.Policy)},
-		{"graded", fmt.Sprintf("%d of %d rollouts: %d passed, %d failed, %d unscored, %d excluded", s.Graded, s.Rollouts, s.Passed, s.Failed, s.Unscored, s.Excluded)},
+		{"graded", fmt.Sprintf("%d of %d rollouts: %d passed, %d failed, %d unscored, %d excluded", s.Graded, s.Rollouts+s.Retries, s.Passed, s.Failed, s.Unscored, s.Excluded)},
+		{"retries", fmt.Sprintf("%d: the server runs a task again when its rollout ends excluded for a retryable reason such as substrate_unavailable (max_attempts 2)", s.Retries)},
+		{"excluded", fmt.Sprintf("%d (%s): infrastructure trouble the agent reported, not failures", s.Excluded, counts(s.Exclusions))},
+		{"unscored", fmt.Sprintf("%d: every grader abstained, which is not a failure either", s.Unscored)},
 		{"pass rate", rate},
 	}}
+	label := "trouble"
+	for _, c := range TroubleCases {
+		var got []string
+		for _, t := range s.Trouble {
+			if t.CaseID == c {
+				got = append(got, t.describe())
+			}
+		}
+		if len(got) == 0 {
+			continue
+		}
+		line := c + ": " + strings.Join(slices.Compact(got), "; then ")
+		if n := len(got); n > 1 {
+			line += fmt.Sprintf(" (%d attempts)", n)
+		}
+		b.Lines = append(b.Lines, [2]string{label, line})
+		label = ""
+	}
+	return b
+}
+
+// describe says how the rollout came out and why.
+func (t TroubleRollout) describe() string {
+	switch {
+	case t.Exclusion != nil:
+		return "excluded, " + *t.Exclusion
+	case len(t.Abstained) > 0:
+		return fmt.Sprintf("%s, abstained: %s", t.Outcome, strings.Join(t.Abstained, ", "))
+	}
+	return t.Outcome
+}
+
+// counts prints counts by key, sorted: "a 2, b 1", or "none".
+func counts(m map[string]int) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // TrainingGradeStage is the batch's training-grade yield.
@@ -203,18 +270,11 @@ func (s TrainingGradeStage) block() Block {
 	if s.Yield != nil {
 		y = fmt.Sprintf("%.3f", *s.Yield)
 	}
-	reasons := "none"
-	if len(s.Reasons) > 0 {
-		var parts []string
-		for _, k := range slices.Sorted(maps.Keys(s.Reasons)) {
-			parts = append(parts, fmt.Sprintf("%s %d", k, s.Reasons[k]))
-		}
-		reasons = strings.Join(parts, ", ")
-	}
 	return Block{Title: "training grade", Lines: [][2]string{
-		{"yield", fmt.Sprintf("%d of %d finished rollouts are training grade (%s)", s.TrainingGrade, s.Finished, y)},
-		{"not, because", reasons},
-		{"", "(training grade: reported, reconciled with the gateway, graded; a failed rollout can be training grade)"},
+		{"yield", fmt.Sprintf("%d of %d finished rollouts are training grade (%s); a retried task counts once, by its last attempt", s.TrainingGrade, s.Finished, y)},
+		{"not, because", counts(s.Reasons)},
+		{"", "(training grade: reported, reconciled with the gateway, graded; a failed rollout can be training grade,"},
+		{"", " an excluded one (excluded:<reason>) or one no grader could judge (no_verdict) cannot)"},
 	}}
 }
 
@@ -232,17 +292,9 @@ type DatasetStage struct {
 }
 
 func (s DatasetStage) block() Block {
-	var parts []string
-	for _, k := range slices.Sorted(maps.Keys(s.NotExported)) {
-		parts = append(parts, fmt.Sprintf("%s %d", k, s.NotExported[k]))
-	}
-	left := "none"
-	if len(parts) > 0 {
-		left = strings.Join(parts, ", ")
-	}
 	return Block{Title: "dataset", Lines: [][2]string{
 		{"sft", fmt.Sprintf("dataset %s: %d rows of %d rollouts selected", s.ID, s.Rows, s.RolloutsSelected)},
-		{"left out", left},
+		{"left out", counts(s.NotExported)},
 		{"file", fmt.Sprintf("%s (%d bytes)", s.File, s.Bytes)},
 		{"sha-256", s.SHA256 + " (matches the manifest)"},
 		{"manifest", s.Manifest},
