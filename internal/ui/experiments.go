@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"hash/maphash"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -464,6 +465,27 @@ func signedPct(v *float64) string {
 	s := strconv.FormatFloat(*v*100, 'f', 1, 64) + " pp"
 	if *v > 0 {
 		s = "+" + s
+	}
+	return s
+}
+
+// signedDelta formats a difference B − A with its sign, rounded to
+// decimals places and followed by unit: a token count is whole, so it
+// shows as one ("+120", "-35"). An unknown difference (nil: a side did
+// not report it) is a dash, never 0; a difference that rounds to nothing
+// is "0", without a sign.
+func signedDelta(v *float64, decimals int, unit string) string {
+	if v == nil || math.IsNaN(*v) {
+		return "—"
+	}
+	p := math.Pow(10, float64(decimals))
+	r := math.Round(*v*p) / p
+	if r == 0 {
+		return strconv.FormatFloat(0, 'f', decimals, 64) + unit
+	}
+	s := strconv.FormatFloat(r, 'f', decimals, 64) + unit
+	if r > 0 {
+		return "+" + s
 	}
 	return s
 }

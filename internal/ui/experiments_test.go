@@ -89,6 +89,24 @@ func TestExperimentPages(t *testing.T) {
 	if len(rows) == 0 || rows[0][1] != "daydream" {
 		t.Errorf("compare rows %v: the new failure (daydream) is not first", rows)
 	}
+	// Token deltas are whole counts with a sign, or a dash when a side
+	// did not report tokens: never a fraction, never 0 for unknown.
+	tokens := regexp.MustCompile(`<td class="num">([^<]*)</td>\s*<td class="num">[^<]*</td>\s*</tr>`).FindAllStringSubmatch(cmp.body, -1)
+	if len(tokens) != len(rows) {
+		t.Fatalf("compare: %d token cells for %d rows", len(tokens), len(rows))
+	}
+	known := 0
+	for i, m := range tokens {
+		if !regexp.MustCompile(`^(—|0|[+-][1-9][0-9]*)$`).MatchString(m[1]) {
+			t.Errorf("case %s: Tokens Δ %q, want a signed whole count or a dash", rows[i][1], m[1])
+		}
+		if m[1] != "—" {
+			known++
+		}
+	}
+	if known == 0 {
+		t.Error("compare: no case shows a known token delta (the seed reports tokens)")
+	}
 	if p := c.get("/ui/compare?a=nope&b=" + ev.B); p.status != http.StatusBadRequest {
 		t.Errorf("compare with a bad id: %d, want 400", p.status)
 	}

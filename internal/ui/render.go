@@ -60,6 +60,7 @@ var funcs = template.FuncMap{
 	"cellText":      cellText,
 	"cellClass":     cellClass,
 	"signedPct":     signedPct,
+	"signedDelta":   signedDelta,
 	"bytesText":     bytesText,
 	"size":          func(n any) string { v, _ := deref(n).(int64); return bytesText(int(v)) },
 	"reasonMeaning": promotionReasonMeaning,
