@@ -30,8 +30,9 @@ const codesWrapJS = `(() => {
 })()`
 
 // filtersAlignedJS lists the filter forms whose controls do not all sit
-// at the same distance below the top of their label: a hint on a line of
-// its own pushes its control down and its label up.
+// at the same distance below the top of their label (a hint on a line of
+// its own pushes its control down and its label up), or whose labels of
+// one row start at different heights (a select shorter than an input).
 const filtersAlignedJS = `(() => {
   const bad = [];
   for (const f of document.querySelectorAll('form.filters')) {
@@ -40,6 +41,16 @@ const filtersAlignedJS = `(() => {
       return c ? {label: l.textContent.trim().split(/\s*\n/)[0], off: Math.round(c.getBoundingClientRect().top - l.getBoundingClientRect().top)} : null;
     }).filter(x => x);
     if (offs.some(o => Math.abs(o.off - offs[0].off) > 1)) bad.push(f.getAttribute('action') + ': ' + JSON.stringify(offs));
+    // Labels of one row (the form aligns their bottoms) start at one height.
+    const rows = {};
+    for (const l of f.querySelectorAll('label')) {
+      const r = l.getBoundingClientRect();
+      if (!r.height) continue;
+      (rows[Math.round(r.bottom)] ||= []).push({label: l.textContent.trim().split(/\s*\n/)[0], top: Math.round(r.top)});
+    }
+    for (const row of Object.values(rows)) {
+      if (row.some(l => Math.abs(l.top - row[0].top) > 1)) bad.push(f.getAttribute('action') + ' label tops: ' + JSON.stringify(row));
+    }
   }
   return bad;
 })()`

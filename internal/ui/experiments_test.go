@@ -107,6 +107,11 @@ func TestExperimentPages(t *testing.T) {
 	if known == 0 {
 		t.Error("compare: no case shows a known token delta (the seed reports tokens)")
 	}
+	// The interval of a difference of rates is in percentage points, as
+	// the difference is.
+	if !regexp.MustCompile(`95% paired bootstrap interval -?[0-9.]+ pp to [+-]?[0-9.]+ pp over`).MatchString(cmp.body) {
+		t.Error("compare: the paired interval is not in percentage points")
+	}
 	if p := c.get("/ui/compare?a=nope&b=" + ev.B); p.status != http.StatusBadRequest {
 		t.Errorf("compare with a bad id: %d, want 400", p.status)
 	}
@@ -138,6 +143,11 @@ func TestExperimentPages(t *testing.T) {
 	if p := c.get("/ui/experiments/" + ev.B + "/runs/invalid-atif/1"); p.status != 200 || !strings.Contains(p.body, "not valid ATIF") ||
 		!strings.Contains(p.body, `<article class="step`) {
 		t.Errorf("invalid trajectory run: %d, does not say it is not valid ATIF or shows no step", p.status)
+	}
+	// A step's LLM call count agrees with its noun.
+	if p := c.get("/ui/experiments/" + ev.B + "/runs/daydream/1"); p.status != 200 || !strings.Contains(p.body, ">1 LLM call</span>") ||
+		strings.Contains(p.body, ">1 LLM calls<") {
+		t.Errorf("daydream run: %d, a step of one LLM call does not say \"1 LLM call\"", p.status)
 	}
 	if p := c.get("/ui/experiments/" + ev.B + "/runs/sandbox-died/1"); p.status != 200 || !strings.Contains(p.body, "not counted as a model failure") {
 		t.Errorf("errored run: %d, does not set the error apart from a failure", p.status)
