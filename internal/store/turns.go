@@ -94,6 +94,9 @@ type TurnFilter struct {
 	ConversationID string
 	// Since keeps only turns received at or after it.
 	Since time.Time
+	// Until keeps only turns received before it (the window's end is
+	// exclusive, as in every list's creation window).
+	Until time.Time
 }
 
 // Turn is a stored production turn.

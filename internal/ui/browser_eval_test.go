@@ -45,9 +45,26 @@ func TestBrowserEvaluation(t *testing.T) {
 		{"turns", "/ui/turns"},
 		{"turns-conversation", "/ui/turns?conversation=conv-42"},
 		{"turns-none", "/ui/turns?agent=nobody"},
+		{"turns-window", "/ui/turns?agent=support-bot&since=2000-01-01&until=2999-12-31"},
 	}
 	for _, p := range pages {
 		tb.visit(p.name, p.path)
+	}
+	// A refused filter on these lists is a message above the form, which
+	// keeps the refused value to correct.
+	for _, p := range []struct{ name, path, field, value string }{
+		{"experiments-bad-filter", "/ui/experiments?until=someday", "#f-until", "someday"},
+		{"turns-bad-filter", "/ui/turns?since=someday", "#f-since", "someday"},
+	} {
+		tb.do(chromedp.Navigate(s.ts.URL+p.path), chromedp.WaitVisible(chromedp.CSS("main [role=alert]")))
+		if v := eval[string](tb, `document.querySelector('`+p.field+`').value`); v != p.value {
+			t.Errorf("%s: the refused field holds %q", p.name, v)
+		}
+		tb.checkKeyboard(p.name)
+		tb.checkLayout(p.name)
+		tb.screenshot(p.name)
+		tb.dropProblems("status of 400") // the browser logs the page's status
+		tb.checkClean(p.name)
 	}
 
 	// From an experiment's grid to a run's trajectory, by clicking.

@@ -178,11 +178,13 @@ func (tb *tab) screenshot(name string) {
 }
 
 // visit opens a page, waits for its main content, checks that it is
-// clean, keyboard-reachable and labelled, and saves its screenshot.
+// clean, keyboard-reachable, labelled and laid out (checkLayout), and
+// saves its screenshot.
 func (tb *tab) visit(name, path string) {
 	tb.t.Helper()
 	tb.do(chromedp.Navigate(tb.base.String()+path), chromedp.WaitVisible(chromedp.CSS("main")))
 	tb.checkKeyboard(name)
+	tb.checkLayout(name)
 	tb.screenshot(name)
 	tb.checkClean(name)
 }

@@ -30,6 +30,15 @@ func TestBrowserDatasetsAndPromotions(t *testing.T) {
 	for _, p := range pages {
 		tb.visit(p.name, p.path)
 	}
+	// The not-exported reasons are codes such as
+	// excluded:substrate_unavailable: on a narrow screen too they wrap at
+	// the colon, never inside a word.
+	tb.atWidth(640, func() {
+		tb.visit("dataset-sft-narrow", "/ui/datasets/"+seed.Dataset)
+		if n := eval[int](tb, `[...document.querySelectorAll('td.code')].filter(e => e.textContent.includes(':')).length`); n == 0 {
+			t.Error("the dataset page shows no reason code with a colon to check")
+		}
+	})
 	// The datasets list filters with its GET form; the filter stays in
 	// the URL, and an empty result says so.
 	tb.do(chromedp.Navigate(s.ts.URL+"/ui/datasets"), chromedp.WaitVisible(chromedp.CSS("#f-agent")),

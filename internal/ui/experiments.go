@@ -5,7 +5,9 @@ import (
 	"cmp"
 	"encoding/json"
 	"hash/maphash"
+	"math"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -108,12 +110,26 @@ func listSummaryOf(summary json.RawMessage) *listSummary {
 type experimentsData struct {
 	Suite, State, Since, Until, Cursor, Next string
 	States                                   []string
-	Rows                                     []experimentRow
+	// FilterError says why the filter was refused (the page is then a
+	// 400 with the form to correct it).
+	FilterError string
+	Rows        []experimentRow
 }
 
 // Filtered reports whether any filter is set.
 func (d experimentsData) Filtered() bool {
 	return d.Suite != "" || d.State != "" || d.Since != "" || d.Until != ""
+}
+
+// filter checks the list's suite and reads its state and creation window
+// as every list does; a bad value is a 400 that says what is wrong.
+func (d *experimentsData) filter() (store.ExperimentFilter, error) {
+	if d.Suite != "" && !suite.ValidName(d.Suite) {
+		return store.ExperimentFilter{}, badRequest("A suite name is 1 to 255 characters from A-Z a-z 0-9 . _ -, not %q.", d.Suite)
+	}
+	lf, win, err := parseListFilter(url.Values{"state": {d.State}, "since": {d.Since}, "until": {d.Until}}, d.States)
+	d.Since, d.Until = lf.Since, lf.Until
+	return store.ExperimentFilter{Suite: d.Suite, State: store.ExperimentState(lf.State), Since: win.Since, Until: win.Until}, err
 }
 
 // parseDay reads a filter's date: YYYY-MM-DD (midnight UTC, as the
@@ -137,33 +153,22 @@ func (u *UI) experiments(w http.ResponseWriter, r *http.Request, s session) erro
 	q := r.URL.Query()
 	d := experimentsData{Suite: q.Get("suite"), State: q.Get("state"), Since: q.Get("since"), Until: q.Get("until"),
 		Cursor: q.Get("cursor"), States: []string{string(store.ExperimentRunning), string(store.ExperimentFinished)}}
-	f := store.ExperimentFilter{Suite: d.Suite, State: store.ExperimentState(d.State)}
-	if d.Suite != "" && !suite.ValidName(d.Suite) {
-		return badRequest("A suite name is 1 to 255 characters from A-Z a-z 0-9 . _ -, not %q.", d.Suite)
-	}
-	if d.State != "" && !slices.Contains(d.States, d.State) {
-		return badRequest("Unknown experiment state %q: choose running or finished.", d.State)
-	}
-	var err error
-	if f.Since, err = parseDay("since", d.Since); err != nil {
+	f, err := d.filter()
+	var status int
+	if d.FilterError, status, err = filterProblem(err); err != nil {
 		return err
 	}
-	if f.Until, err = parseDay("until", d.Until); err != nil {
-		return err
+	if d.FilterError == "" {
+		list, next, err := u.store.FilterExperiments(r.Context(), s.TenantID, f, store.Page{Limit: experimentsPage, Cursor: d.Cursor})
+		if err != nil {
+			return err
+		}
+		d.Next = next
+		for _, e := range list {
+			d.Rows = append(d.Rows, experimentRowOf(e))
+		}
 	}
-	if len(d.Until) == len(time.DateOnly) {
-		// A day given as the end of the window includes that day.
-		f.Until = f.Until.AddDate(0, 0, 1)
-	}
-	list, next, err := u.store.FilterExperiments(r.Context(), s.TenantID, f, store.Page{Limit: experimentsPage, Cursor: d.Cursor})
-	if err != nil {
-		return err
-	}
-	d.Next = next
-	for _, e := range list {
-		d.Rows = append(d.Rows, experimentRowOf(e))
-	}
-	u.render(w, r, http.StatusOK, "experiments", view{Title: "Experiments", Nav: "experiments", Session: s, Data: d})
+	u.render(w, r, status, "experiments", view{Title: "Experiments", Nav: "experiments", Session: s, Data: d})
 	return nil
 }
 
@@ -460,6 +465,27 @@ func signedPct(v *float64) string {
 	s := strconv.FormatFloat(*v*100, 'f', 1, 64) + " pp"
 	if *v > 0 {
 		s = "+" + s
+	}
+	return s
+}
+
+// signedDelta formats a difference B − A with its sign, rounded to
+// decimals places and followed by unit: a token count is whole, so it
+// shows as one ("+120", "-35"). An unknown difference (nil: a side did
+// not report it) is a dash, never 0; a difference that rounds to nothing
+// is "0", without a sign.
+func signedDelta(v *float64, decimals int, unit string) string {
+	if v == nil || math.IsNaN(*v) {
+		return "—"
+	}
+	p := math.Pow(10, float64(decimals))
+	r := math.Round(*v*p) / p
+	if r == 0 {
+		return strconv.FormatFloat(0, 'f', decimals, 64) + unit
+	}
+	s := strconv.FormatFloat(r, 'f', decimals, 64) + unit
+	if r > 0 {
+		return "+" + s
 	}
 	return s
 }

@@ -87,3 +87,32 @@ func TestKeptEntriesAreNamedBySummary(t *testing.T) {
 		t.Errorf("kept %d entries, at most %d", len(c.m), maxKept)
 	}
 }
+
+// A delta shows with its sign at its unit's precision: tokens are whole
+// counts; unknown is a dash, never 0; a delta that rounds to nothing is
+// 0 without a sign.
+func TestSignedDeltaShowsTheSignAtTheUnitsPrecision(t *testing.T) {
+	t.Parallel()
+	f := func(v float64) *float64 { return &v }
+	for _, tc := range []struct {
+		name     string
+		v        *float64
+		decimals int
+		unit     string
+		want     string
+	}{
+		{"unknown", nil, 0, "", "—"},
+		{"no change in tokens", f(0), 0, "", "0"},
+		{"more tokens", f(120), 0, "", "+120"},
+		{"fewer tokens", f(-35), 0, "", "-35"},
+		{"a mean of tokens rounds to a whole count", f(12.5), 0, "", "+13"},
+		{"a tiny negative mean is no change", f(-0.4), 0, "", "0"},
+		{"latency", f(-12.345), 1, " ms", "-12.3 ms"},
+		{"cost", f(0.00012), 4, " USD", "+0.0001 USD"},
+		{"cost that rounds to nothing", f(-0.00001), 4, " USD", "0.0000 USD"},
+	} {
+		if got := signedDelta(tc.v, tc.decimals, tc.unit); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}

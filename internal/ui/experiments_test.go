@@ -89,6 +89,29 @@ func TestExperimentPages(t *testing.T) {
 	if len(rows) == 0 || rows[0][1] != "daydream" {
 		t.Errorf("compare rows %v: the new failure (daydream) is not first", rows)
 	}
+	// Token deltas are whole counts with a sign, or a dash when a side
+	// did not report tokens: never a fraction, never 0 for unknown.
+	tokens := regexp.MustCompile(`<td class="num">([^<]*)</td>\s*<td class="num">[^<]*</td>\s*</tr>`).FindAllStringSubmatch(cmp.body, -1)
+	if len(tokens) != len(rows) {
+		t.Fatalf("compare: %d token cells for %d rows", len(tokens), len(rows))
+	}
+	known := 0
+	for i, m := range tokens {
+		if !regexp.MustCompile(`^(—|0|[+-][1-9][0-9]*)$`).MatchString(m[1]) {
+			t.Errorf("case %s: Tokens Δ %q, want a signed whole count or a dash", rows[i][1], m[1])
+		}
+		if m[1] != "—" {
+			known++
+		}
+	}
+	if known == 0 {
+		t.Error("compare: no case shows a known token delta (the seed reports tokens)")
+	}
+	// The interval of a difference of rates is in percentage points, as
+	// the difference is.
+	if !regexp.MustCompile(`95% paired bootstrap interval -?[0-9.]+ pp to [+-]?[0-9.]+ pp over`).MatchString(cmp.body) {
+		t.Error("compare: the paired interval is not in percentage points")
+	}
 	if p := c.get("/ui/compare?a=nope&b=" + ev.B); p.status != http.StatusBadRequest {
 		t.Errorf("compare with a bad id: %d, want 400", p.status)
 	}
@@ -120,6 +143,11 @@ func TestExperimentPages(t *testing.T) {
 	if p := c.get("/ui/experiments/" + ev.B + "/runs/invalid-atif/1"); p.status != 200 || !strings.Contains(p.body, "not valid ATIF") ||
 		!strings.Contains(p.body, `<article class="step`) {
 		t.Errorf("invalid trajectory run: %d, does not say it is not valid ATIF or shows no step", p.status)
+	}
+	// A step's LLM call count agrees with its noun.
+	if p := c.get("/ui/experiments/" + ev.B + "/runs/daydream/1"); p.status != 200 || !strings.Contains(p.body, ">1 LLM call</span>") ||
+		strings.Contains(p.body, ">1 LLM calls<") {
+		t.Errorf("daydream run: %d, a step of one LLM call does not say \"1 LLM call\"", p.status)
 	}
 	if p := c.get("/ui/experiments/" + ev.B + "/runs/sandbox-died/1"); p.status != 200 || !strings.Contains(p.body, "not counted as a model failure") {
 		t.Errorf("errored run: %d, does not set the error apart from a failure", p.status)

@@ -38,7 +38,7 @@ func (f listFilter) Link(path, cursor string) string {
 
 // parseListFilter reads a list page's agent, state, since and until from
 // its query. states are the page's states, named in the message when
-// another is asked for. A day (YYYY-MM-DD, UTC) given as until is
+// another is asked for; a page without states (nil) refuses any. A day (YYYY-MM-DD, UTC) given as until is
 // included: the window ends at the next day's start. A bad value is a
 // 400 page that says which filter is wrong and how to write it.
 func parseListFilter(q url.Values, states []string) (listFilter, window, error) {
@@ -47,6 +47,9 @@ func parseListFilter(q url.Values, states []string) (listFilter, window, error) 
 	var w window
 	if f.Agent != "" && flywheel.ValidateAgentID(f.Agent) != nil {
 		return f, w, badRequest("%q is not an agent id: an agent id is 1 to 255 characters without a slash, a backslash, a control character or surrounding spaces.", f.Agent)
+	}
+	if f.State != "" && states == nil {
+		return f, w, badRequest("This list has no state filter: leave state out.")
 	}
 	if f.State != "" && !slices.Contains(states, f.State) {
 		return f, w, badRequest("Unknown state %q: choose %s.", f.State, orList(states))

@@ -1,6 +1,7 @@
 package ui_test
 
 import (
+	"fmt"
 	"html"
 	"net/http"
 	"regexp"
@@ -252,6 +253,150 @@ func TestEveryListOfAnEmptyTenantSaysSo(t *testing.T) {
 		p := admin.get(path)
 		if p.status != http.StatusOK || !strings.Contains(p.body, `<p class="empty">`+want) || strings.Contains(p.body, "<tbody></tbody>") {
 			t.Errorf("%s: %d, want the words %q and no empty table", path, p.status, want)
+		}
+	}
+}
+
+// turnRows counts the turns a turns page shows.
+func turnRows(body string) int { return strings.Count(body, `<article class="turn"`) }
+
+// The turns list filters by agent, conversation and receipt window (days,
+// UTC, the until day included) through the same form as every list; its
+// page links keep the filter; a conversation link stays within the turn's
+// agent.
+func TestTurnsListFiltersByAgentConversationAndReceiptWindow(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	send := func(agent string, ids ...string) {
+		var turns []any
+		for _, id := range ids {
+			turns = append(turns, map[string]any{"turn_id": id, "conversation_id": "conv-1", "input_text": "hi", "final_text": "hello",
+				"tool_calls": nil, "tool_calls_omitted_count": 0})
+		}
+		s.call("POST", "/turns", s.agent, map[string]any{"agent_id": agent, "turns": turns}, http.StatusOK, nil)
+	}
+	send("sales-bot", "sales-1")
+	var support []string
+	for i := range 51 { // one more than a page
+		support = append(support, fmt.Sprintf("support-%02d", i))
+	}
+	send("support-bot", support...)
+	today := time.Now().UTC().Format(time.DateOnly)
+	tomorrow := time.Now().UTC().AddDate(0, 0, 1).Format(time.DateOnly)
+	yesterday := time.Now().UTC().AddDate(0, 0, -1).Format(time.DateOnly)
+
+	reader := s.client()
+	reader.signIn(s.reader)
+	for _, tc := range []struct {
+		name, query string
+		rows        int
+		hasSales    bool
+		empty       bool
+	}{
+		{"every turn, first page", "", 50, true, false},
+		{"one agent", "?agent=sales-bot", 1, true, false},
+		{"received today, the until day included", "?agent=sales-bot&since=" + today + "&until=" + today, 1, true, false},
+		{"received until today", "?agent=sales-bot&until=" + today, 1, true, false},
+		{"received until yesterday", "?until=" + yesterday, 0, false, true},
+		{"received from tomorrow", "?since=" + tomorrow, 0, false, true},
+		{"one agent's conversation", "?agent=sales-bot&conversation=conv-1", 1, true, false},
+	} {
+		p := reader.get("/ui/turns" + tc.query)
+		if p.status != http.StatusOK {
+			t.Errorf("%s: status %d", tc.name, p.status)
+			continue
+		}
+		if n := turnRows(p.body); n != tc.rows {
+			t.Errorf("%s: %d turns, want %d", tc.name, n, tc.rows)
+		}
+		if got := strings.Contains(p.body, `>sales-1<`); got != tc.hasSales {
+			t.Errorf("%s: sales-bot's turn shown %v, want %v", tc.name, got, tc.hasSales)
+		}
+		if got := strings.Contains(p.body, "No turn matches these filters."); got != tc.empty {
+			t.Errorf("%s: says nothing matches %v, want %v", tc.name, got, tc.empty)
+		}
+	}
+
+	t.Run("the form shows the filter back, labelled", func(t *testing.T) {
+		p := reader.get("/ui/turns?agent=sales-bot&since=" + today + "&until=" + today)
+		for _, want := range []string{`<option value="sales-bot" selected>`, `<label for="f-since">`, `<label for="f-until">`,
+			`id="f-since" name="since" value="` + today + `"`, `id="f-until" name="until" value="` + today + `"`} {
+			if !strings.Contains(p.body, want) {
+				t.Errorf("filter form lacks %q", want)
+			}
+		}
+	})
+	t.Run("the next page keeps the filter", func(t *testing.T) {
+		first := reader.get("/ui/turns?agent=support-bot&until=" + today)
+		next := linkNamed(first.body, "Next page")
+		for _, want := range []string{"agent=support-bot", "until=" + today, "cursor="} {
+			if !strings.Contains(next, want) {
+				t.Fatalf("next page link %q lacks %s", next, want)
+			}
+		}
+		second := reader.get(next)
+		if second.status != http.StatusOK || turnRows(second.body) != 1 || strings.Contains(second.body, ">sales-1<") {
+			t.Fatalf("second page: %d, %d turns", second.status, turnRows(second.body))
+		}
+		if back := linkNamed(second.body, "First page"); back != "/ui/turns?agent=support-bot&until="+today {
+			t.Errorf("first page link %q", back)
+		}
+		// A cursor cut under another window is refused with a message.
+		if p := reader.get(strings.Replace(next, "until="+today, "until="+tomorrow, 1)); p.status != http.StatusBadRequest {
+			t.Errorf("a cursor under another window: %d, want 400", p.status)
+		}
+	})
+	t.Run("a conversation link keeps to the turn's agent", func(t *testing.T) {
+		p := reader.get("/ui/turns?agent=sales-bot")
+		if !strings.Contains(p.body, `href="/ui/turns?agent=sales-bot&amp;conversation=conv-1"`) {
+			t.Errorf("sales-bot's conversation link is not scoped to sales-bot")
+		}
+		all := reader.get("/ui/turns")
+		if strings.Contains(all.body, `href="/ui/turns?conversation=conv-1"`) {
+			t.Errorf("a conversation link on the unfiltered list mixes both agents' conversations")
+		}
+	})
+}
+
+// A refused filter on the experiments and turns lists is what it is on
+// every list: a 400 page with the form holding the refused value, a
+// message that says what is wrong, and a link to the unfiltered list —
+// never a bare error page.
+func TestABadFilterShowsTheFormWithTheMessage(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	reader := s.client()
+	reader.signIn(s.reader)
+	for _, tc := range []struct {
+		path, query, field, value, want, all string
+	}{
+		{"/ui/experiments", "?since=yesterday", "since", "yesterday", `The since date &#34;yesterday&#34; is not a date`, "show every experiment"},
+		{"/ui/experiments", "?until=2026-13-01", "until", "2026-13-01", `The until date &#34;2026-13-01&#34; is not a date`, "show every experiment"},
+		{"/ui/experiments", "?state=paused", "", "", `Unknown state &#34;paused&#34;: choose running or finished.`, "show every experiment"},
+		{"/ui/experiments", "?suite=a%2Fb", "suite", "a/b", `not &#34;a/b&#34;`, "show every experiment"},
+		{"/ui/experiments", "?since=2026-02-02&until=2026-02-01", "since", "2026-02-02", "since must come before until", "show every experiment"},
+		{"/ui/turns", "?since=soon", "since", "soon", `The since date &#34;soon&#34; is not a date`, "show every turn"},
+		{"/ui/turns", "?until=next+week", "until", "next week", `The until date &#34;next week&#34; is not a date`, "show every turn"},
+		{"/ui/turns", "?agent=%2Fetc", "", "", "is not an agent id", "show every turn"},
+		{"/ui/turns", "?state=open", "", "", "This list has no state filter", "show every turn"},
+		{"/ui/turns", "?since=2026-02-02&until=2026-02-01", "until", "2026-02-01", "since must come before until", "show every turn"},
+	} {
+		p := reader.get(tc.path + tc.query)
+		if p.status != http.StatusBadRequest || !strings.Contains(p.body, tc.want) {
+			t.Errorf("%s%s: %d, want 400 saying %q\n%s", tc.path, tc.query, p.status, tc.want, p.body)
+			continue
+		}
+		if !strings.Contains(p.body, `<form class="filters"`) || !strings.Contains(p.body, `<p class="error" role="alert">`) {
+			t.Errorf("%s%s: the page lacks the filter form or the message above it", tc.path, tc.query)
+		}
+		if tc.field != "" && !strings.Contains(p.body, `name="`+tc.field+`" value="`+tc.value+`"`) {
+			t.Errorf("%s%s: the refused value is not in the form to correct", tc.path, tc.query)
+		}
+		if linkNamed(p.body, tc.all) != tc.path {
+			t.Errorf("%s%s: no link %q to the unfiltered list", tc.path, tc.query, tc.all)
+		}
+		if strings.Contains(p.body, "matches these filters") {
+			t.Errorf("%s%s: a refused filter says nothing matches", tc.path, tc.query)
 		}
 	}
 }

@@ -60,6 +60,8 @@ var funcs = template.FuncMap{
 	"cellText":      cellText,
 	"cellClass":     cellClass,
 	"signedPct":     signedPct,
+	"signedDelta":   signedDelta,
+	"code":          code,
 	"bytesText":     bytesText,
 	"size":          func(n any) string { v, _ := deref(n).(int64); return bytesText(int(v)) },
 	"reasonMeaning": promotionReasonMeaning,
@@ -128,6 +130,13 @@ func stateClass(s any) string {
 		return "b-excluded"
 	}
 	return "b-neutral"
+}
+
+// code is a reason code as HTML, escaped, with a line-break opportunity
+// after each colon: with the .code class, excluded:substrate_unavailable
+// wraps there or not at all.
+func code(s string) template.HTML {
+	return template.HTML(strings.ReplaceAll(template.HTMLEscapeString(s), ":", ":<wbr>"))
 }
 
 // deref reads a pointer for a template; nil is "".

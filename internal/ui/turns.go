@@ -24,22 +24,39 @@ type turnView struct {
 }
 
 type turnsData struct {
-	Agents                                   []string
-	Agent, Conversation, Since, Cursor, Next string
-	Turns                                    []turnView
+	Agents []string
+	// Filter is the agent and receipt window; Conversation narrows it
+	// to one conversation.
+	Filter       listFilter
+	Conversation string
+	// FilterError says why the filter was refused (the page is then a
+	// 400 with the form to correct it).
+	FilterError  string
+	Cursor, Next string
+	Turns        []turnView
 }
 
 // Filtered reports whether any filter is set.
-func (d turnsData) Filtered() bool { return d.Agent != "" || d.Conversation != "" || d.Since != "" }
+func (d turnsData) Filtered() bool { return d.Filter.Filtered() || d.Conversation != "" }
 
-// turns is GET /ui/turns?agent&conversation&since&cursor: production
-// turns (SPEC §4.1) in the order gyre received them; filtered by a
+// Link is the turns list with the filter kept and cursor ("" for the
+// first page).
+func (d turnsData) Link(cursor string) string {
+	f := d.Filter
+	return link("/ui/turns", "agent", f.Agent, "conversation", d.Conversation, "since", f.Since, "until", f.Until, "cursor", cursor)
+}
+
+// turns is GET /ui/turns?agent&conversation&since&until&cursor:
+// production turns (SPEC §4.1) in the order gyre received them, within
+// the receipt window (days, UTC, until included); filtered by a
 // conversation, that conversation's turns in order.
 func (u *UI) turns(w http.ResponseWriter, r *http.Request, s session) error {
 	q := r.URL.Query()
-	d := turnsData{Agent: q.Get("agent"), Conversation: q.Get("conversation"), Since: q.Get("since"), Cursor: q.Get("cursor")}
-	since, err := parseDay("since", d.Since)
-	if err != nil {
+	d := turnsData{Conversation: q.Get("conversation"), Cursor: q.Get("cursor")}
+	f, win, err := parseListFilter(q, nil)
+	d.Filter = f
+	var status int
+	if d.FilterError, status, err = filterProblem(err); err != nil {
 		return err
 	}
 	agents, err := u.store.AgentsSeen(r.Context(), s.TenantID, maxAgents)
@@ -49,24 +66,28 @@ func (u *UI) turns(w http.ResponseWriter, r *http.Request, s session) error {
 	for _, a := range agents {
 		d.Agents = append(d.Agents, a.AgentID)
 	}
-	list, next, err := u.store.ListTurns(r.Context(), s.TenantID,
-		store.TurnFilter{AgentID: d.Agent, ConversationID: d.Conversation, Since: since}, store.Page{Limit: turnsPage, Cursor: d.Cursor})
-	if err != nil {
-		return err
-	}
-	d.Next = next
-	for _, t := range list {
-		v := turnView{Turn: t}
-		if err := json.Unmarshal(t.Body, &v); err != nil {
-			return fmt.Errorf("stored turn %s: %w", t.TurnID, err)
+	d.Agents = withChosen(d.Agents, f.Agent)
+	if d.FilterError == "" {
+		list, next, err := u.store.ListTurns(r.Context(), s.TenantID,
+			store.TurnFilter{AgentID: f.Agent, ConversationID: d.Conversation, Since: win.Since, Until: win.Until},
+			store.Page{Limit: turnsPage, Cursor: d.Cursor})
+		if err != nil {
+			return err
 		}
-		v.Turn = t
-		d.Turns = append(d.Turns, v)
+		d.Next = next
+		for _, t := range list {
+			v := turnView{Turn: t}
+			if err := json.Unmarshal(t.Body, &v); err != nil {
+				return fmt.Errorf("stored turn %s: %w", t.TurnID, err)
+			}
+			v.Turn = t
+			d.Turns = append(d.Turns, v)
+		}
 	}
 	title := "Turns"
 	if d.Conversation != "" {
 		title = "Conversation " + d.Conversation
 	}
-	u.render(w, r, http.StatusOK, "turns", view{Title: title, Nav: "turns", Session: s, Data: d})
+	u.render(w, r, status, "turns", view{Title: title, Nav: "turns", Session: s, Data: d})
 	return nil
 }

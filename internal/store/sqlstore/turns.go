@@ -342,7 +342,9 @@ func (s *Store) TurnsByID(ctx context.Context, tenantID, agentID string, turnIDs
 }
 
 // ListTurns lists the tenant's turns matching f in order of receipt
-// (received_us, then seq), one page at a time. Each filter is served by an
+// (received_us, then seq), one page at a time; Until compares with the
+// stored microseconds rounded as Since does, so "received before t"
+// holds exactly for stored times. Each filter is served by an
 // index in that order (migration 00002). On PostgreSQL, transactions
 // commit in any order, so a turn may become visible after later-received
 // ones were listed; a client polling with Since should overlap its windows.
@@ -351,7 +353,13 @@ func (s *Store) ListTurns(ctx context.Context, tenantID string, f store.TurnFilt
 	if !f.Since.IsZero() {
 		since = strconv.FormatInt(ceilMicros(f.Since), 10)
 	}
-	cur := listCursor(tenantID, "turns", f.AgentID, f.ConversationID, since)
+	scope := []string{f.AgentID, f.ConversationID, since}
+	if !f.Until.IsZero() {
+		// Only a bounded window adds to the scope, so the cursors of
+		// lists without an end stay valid.
+		scope = append(scope, strconv.FormatInt(ceilMicros(f.Until), 10))
+	}
+	cur := listCursor(tenantID, "turns", scope...)
 	after, err := decodeTurnCursor(cur, p.Cursor)
 	if err != nil {
 		return nil, "", fmt.Errorf("list turns: %w", err)
@@ -372,6 +380,9 @@ func (s *Store) ListTurns(ctx context.Context, tenantID string, f store.TurnFilt
 	}
 	if !f.Since.IsZero() {
 		b.WriteString(` AND received_us >= ` + arg(ceilMicros(f.Since)))
+	}
+	if !f.Until.IsZero() {
+		b.WriteString(` AND received_us < ` + arg(ceilMicros(f.Until)))
 	}
 	if after != nil {
 		r, q := arg(after.receivedUS), arg(after.seq)

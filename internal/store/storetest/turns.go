@@ -28,6 +28,7 @@ func runTurns(t *testing.T, open Opener) {
 	t.Run("ListFilters", func(t *testing.T) { t.Parallel(); testListTurnsFilters(t, open) })
 	t.Run("ListPages", func(t *testing.T) { t.Parallel(); testListTurnsPages(t, open) })
 	t.Run("ListBadCursor", func(t *testing.T) { t.Parallel(); testListTurnsBadCursor(t, open) })
+	t.Run("ListCursorKeepsItsWindow", func(t *testing.T) { t.Parallel(); testListTurnsCursorKeepsItsWindow(t, open) })
 	t.Run("ByID", func(t *testing.T) { t.Parallel(); testTurnsByID(t, open) })
 	t.Run("Concurrent", func(t *testing.T) { t.Parallel(); testTurnsConcurrent(t, open) })
 }
@@ -412,6 +413,10 @@ func testListTurnsFilters(t *testing.T, open Opener) {
 	since := func(at time.Time) func(sent) bool {
 		return func(x sent) bool { return !us(x.at).Before(at) }
 	}
+	until := func(at time.Time) func(sent) bool {
+		return func(x sent) bool { return us(x.at).Before(at) }
+	}
+	fourth := us(all[6].at) // the turn of the fourth batch, as listed
 	tests := []struct {
 		name string
 		f    store.TurnFilter
@@ -433,9 +438,22 @@ func testListTurnsFilters(t *testing.T, open Opener) {
 		{"since the future", store.TurnFilter{Since: clk.Now().Add(time.Hour)}, func(sent) bool { return false }},
 		{"since long ago", store.TurnFilter{Since: time.Unix(0, 0)}, func(sent) bool { return true }},
 		{"agent since", store.TurnFilter{AgentID: "bot-b", Since: third}, func(x sent) bool { return x.agent == "bot-b" && since(third)(x) }},
+		// Until is exclusive, compared as exactly as Since.
+		{"until a listed receipt time", store.TurnFilter{Until: third}, until(third)},
+		{"until a nanosecond after it", store.TurnFilter{Until: third.Add(time.Nanosecond)}, until(third.Add(time.Nanosecond))},
+		{"until a nanosecond before it", store.TurnFilter{Until: third.Add(-time.Nanosecond)}, until(third.Add(-time.Nanosecond))},
+		{"until mid", store.TurnFilter{Until: mid}, until(mid)},
+		{"until long ago", store.TurnFilter{Until: time.Unix(0, 0)}, func(sent) bool { return false }},
+		{"until the future", store.TurnFilter{Until: clk.Now().Add(time.Hour)}, func(sent) bool { return true }},
+		{"since until: one batch", store.TurnFilter{Since: third, Until: fourth}, func(x sent) bool { return since(third)(x) && until(fourth)(x) }},
+		{"agent conversation since until", store.TurnFilter{AgentID: "bot-a", ConversationID: "c1", Since: third, Until: clk.Now().Add(time.Hour)},
+			func(x sent) bool { return x.agent == "bot-a" && x.turn.ConversationID == "c1" && since(third)(x) }},
 	}
 	if n := len(filter(since(third.Add(time.Nanosecond)))); n == len(filter(since(third))) {
 		t.Fatal("test times do not separate the batches")
+	}
+	if n := len(filter(until(third.Add(time.Nanosecond)))); n == len(filter(until(third))) {
+		t.Fatal("test times do not separate the batches at the window's end")
 	}
 	for _, tc := range tests {
 		want := filter(tc.keep)
@@ -553,6 +571,36 @@ func testListTurnsBadCursor(t *testing.T, open Opener) {
 	} {
 		if _, _, err := s.ListTurns(ctx, tn.ID, store.TurnFilter{}, store.Page{Cursor: c}); !errors.Is(err, store.ErrInvalidCursor) {
 			t.Errorf("ListTurns(cursor %q) error = %v, want ErrInvalidCursor", c, err)
+		}
+	}
+}
+
+// A cursor pages the window it was cut under: the same list with another
+// end, or with none, refuses it, so a page never mixes two windows.
+func testListTurnsCursorKeepsItsWindow(t *testing.T, open Opener) {
+	clk := clock.NewFake(Start)
+	s := open(t, clk)
+	ctx := t.Context()
+	tn := mustTenant(t, s, "acme")
+	for i := range 3 {
+		mustInsertTurns(t, s, tn.ID, "bot", simpleTurn(t, fmt.Sprint(i)))
+		clk.Advance(time.Second)
+	}
+	end := Start.Add(1500 * time.Millisecond) // between the second and the third turn
+	_, next, err := s.ListTurns(ctx, tn.ID, store.TurnFilter{Until: end}, store.Page{Limit: 1})
+	if err != nil || next == "" {
+		t.Fatalf("first page: %q, %v", next, err)
+	}
+	page, last, err := s.ListTurns(ctx, tn.ID, store.TurnFilter{Until: end}, store.Page{Limit: 1, Cursor: next})
+	if err != nil || len(page) != 1 || page[0].TurnID != "1" || last != "" {
+		t.Fatalf("second page under the same window: %+v, next %q, %v; want turn 1 and the end", page, last, err)
+	}
+	for name, f := range map[string]store.TurnFilter{
+		"no end":      {},
+		"another end": {Until: end.Add(time.Second)},
+	} {
+		if _, _, err := s.ListTurns(ctx, tn.ID, f, store.Page{Limit: 1, Cursor: next}); !errors.Is(err, store.ErrInvalidCursor) {
+			t.Errorf("%s: error = %v, want ErrInvalidCursor", name, err)
 		}
 	}
 }

@@ -169,8 +169,29 @@ func (l Line) SVG() template.HTML {
 	}
 	y := func(v float64) float64 { return marginT + plotH*(1-math.Min(math.Max(v/top, 0), 1)) }
 
+	name := func(p TimePoint) string {
+		if p.Label != "" {
+			return p.Label
+		}
+		return p.At.UTC().Format(time.RFC3339)
+	}
+	// The description ends with the values, so a screen reader hears what
+	// the line shows and not only what it is.
+	meta := l.Meta
+	first, last := l.Points[0], l.Points[len(l.Points)-1]
+	if len(l.Points) == 1 {
+		meta.Desc = strings.TrimSpace(fmt.Sprintf("%s One point: %s, %s.", meta.Desc, name(first), format(first.Value)))
+	} else {
+		lo, hi := first.Value, first.Value
+		for _, p := range l.Points {
+			lo, hi = math.Min(lo, p.Value), math.Max(hi, p.Value)
+		}
+		meta.Desc = strings.TrimSpace(fmt.Sprintf("%s %d points, from %s (%s) to %s (%s); lowest %s, highest %s.", meta.Desc,
+			len(l.Points), format(first.Value), name(first), format(last.Value), name(last), format(lo), format(hi)))
+	}
+
 	var b strings.Builder
-	l.open(&b, lineHeight)
+	meta.open(&b, lineHeight)
 	// y grid and ticks: five steps.
 	for i := 0; i <= 4; i++ {
 		v := top * float64(i) / 4
@@ -211,13 +232,14 @@ func (l Line) SVG() template.HTML {
 	fmt.Fprintf(&b, `<path class="series" d="%s"/>`, path.String())
 	rows := make([][2]string, len(l.Points))
 	for i, p := range l.Points {
-		name := p.Label
-		if name == "" {
-			name = p.At.UTC().Format(time.RFC3339)
-		}
 		fmt.Fprintf(&b, `<circle class="point" cx="%s" cy="%s" r="3.5"><title>%s: %s</title></circle>`,
-			num(x(i)), num(y(p.Value)), esc(name), esc(format(p.Value)))
-		rows[i] = [2]string{name, format(p.Value)}
+			num(x(i)), num(y(p.Value)), esc(name(p)), esc(format(p.Value)))
+		rows[i] = [2]string{name(p), format(p.Value)}
+	}
+	if len(l.Points) == 1 {
+		// A lone dot draws no line to read its height against: it carries
+		// its value beside it.
+		fmt.Fprintf(&b, `<text class="value" x="%s" y="%s">%s</text>`, num(x(0)+8), num(y(first.Value)+5), esc(format(first.Value)))
 	}
 	b.WriteString(`</svg>`)
 	table(&b, [2]string{"point", l.YLabel}, rows)

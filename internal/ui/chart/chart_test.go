@@ -59,7 +59,7 @@ func TestChartsMatchTheirGoldenFiles(t *testing.T) {
 		{"line.golden.html", Line{Meta: Meta{ID: "pass-rate", Title: "Pass rate per batch", Desc: "Pass rate of the last batches.", Empty: "No batch yet."},
 			YLabel: "pass rate", Max: 1, Percent: true,
 			Points: []TimePoint{{At: t0, Value: 0.5, Label: "batch a"}, {At: t0.Add(time.Hour), Value: 0.75, Label: "batch b"}, {At: t0.Add(3 * time.Hour), Value: 1, Label: "batch c"}}}.SVG()},
-		{"line-one-point.golden.html", Line{Meta: Meta{ID: "one", Title: "One", Desc: "One point."}, YLabel: "count",
+		{"line-one-point.golden.html", Line{Meta: Meta{ID: "one", Title: "One", Desc: "A count."}, YLabel: "count",
 			Points: []TimePoint{{At: t0, Value: 7}}}.SVG()},
 		{"bars.golden.html", Bars{Meta: Meta{ID: "states", Title: "Rollouts by state", Desc: "How many rollouts are in each state."}, ValueLabel: "rollouts",
 			Bars: []Bar{{"graded", 40}, {"queued", 12}, {"a reason whose name is far longer than the label column", 1}}}.SVG()},
@@ -177,5 +177,27 @@ func TestBarLabelsFitTheirColumn(t *testing.T) {
 		if !strings.Contains(string(svg), tc.shown) {
 			t.Errorf("%s: the chart lacks %q:\n%s", tc.name, tc.shown, svg)
 		}
+	}
+}
+
+// A line of one point is a lone dot: it is labelled with its value, and
+// the chart's description says the value, for a single point as for many.
+func TestALineLabelsALonePointAndItsDescriptionSaysTheValues(t *testing.T) {
+	t.Parallel()
+	one := string(Line{Meta: Meta{ID: "p", Title: "Pass rate per batch", Desc: "Pass rate of each batch."}, Max: 1, Percent: true,
+		Points: []TimePoint{{At: t0, Value: 0.6, Label: "batch …1234abcd"}}}.SVG())
+	if !strings.Contains(one, `<text class="value" x="348" y="93">60%</text>`) {
+		t.Errorf("the lone point has no value label beside it:\n%s", one)
+	}
+	if !strings.Contains(one, `<desc id="p-desc">Pass rate of each batch. One point: batch …1234abcd, 60%.</desc>`) {
+		t.Errorf("the description does not say the point's value:\n%s", one)
+	}
+	many := string(Line{Meta: Meta{ID: "m", Title: "T", Desc: "D."}, Max: 1, Percent: true,
+		Points: []TimePoint{{At: t0, Value: 0.5, Label: "a"}, {At: t0.Add(time.Hour), Value: 0.25, Label: "b"}, {At: t0.Add(2 * time.Hour), Value: 1, Label: "c"}}}.SVG())
+	if !strings.Contains(many, `<desc id="m-desc">D. 3 points, from 50% (a) to 100% (c); lowest 25%, highest 100%.</desc>`) {
+		t.Errorf("the description does not sum up the values:\n%s", many)
+	}
+	if strings.Contains(many, `<text class="value"`) {
+		t.Error("a line of several points labels its dots: the line and the axis carry them")
 	}
 }
