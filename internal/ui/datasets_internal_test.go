@@ -157,3 +157,40 @@ func TestDatasetPageDecodesOnlyTheRolloutIDsItLinks(t *testing.T) {
 		t.Errorf("pageManifest = %+v, raw ids %s; want the counts decoded and the ids left raw", pm.Manifest, pm.RolloutIDs)
 	}
 }
+
+// The dataset page states min_reward and min_margin the way the API does
+// (0, 0.5, 1: the number as given, never padded to 0.000), and a dash only
+// when the setting is absent and its default applies.
+func TestDatasetPageStatesMinimumsAsTheAPIDoes(t *testing.T) {
+	t.Parallel()
+	pages, err := parsePages()
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &UI{pages: pages, log: slog.New(slog.DiscardHandler)}
+	f := func(v float64) *float64 { return &v }
+	for _, tc := range []struct {
+		name                string
+		minReward, minMarg  *float64
+		wantReward, wantMrg string
+	}{
+		{"zero", f(0), f(0), `<dt>Minimum reward</dt><dd><span class="mono">0</span>`, `<dt>Minimum margin</dt><dd><span class="mono">0</span>`},
+		{"one and a half", f(1), f(0.5), `<dt>Minimum reward</dt><dd><span class="mono">1</span>`, `<dt>Minimum margin</dt><dd><span class="mono">0.5</span>`},
+		{"fine", f(0.125), f(1e-7), `<dt>Minimum reward</dt><dd><span class="mono">0.125</span>`, `<dt>Minimum margin</dt><dd><span class="mono">1e-7</span>`},
+		{"absent", nil, nil, `<dt>Minimum reward</dt><dd><span class="muted">— (not set: the default, 1, applies)`, `<dt>Minimum margin</dt><dd><span class="muted">— (not set: the default, 0.5, applies)`},
+	} {
+		d := store.Dataset{ID: "01a2336d-3df9-7d8c-9f7c-3ddf039c2a8e", AgentID: "bot", Format: "sft", State: store.DatasetReady}
+		w := httptest.NewRecorder()
+		u.render(w, httptest.NewRequest("GET", "/ui/datasets/"+d.ID, nil), 200, "dataset",
+			view{Title: "Dataset", Data: datasetView{D: d, Live: liveDataset(d), Filters: dataset.Filters{MinReward: tc.minReward, MinMargin: tc.minMarg}}})
+		b := w.Body.String()
+		for _, want := range []string{tc.wantReward, tc.wantMrg} {
+			if !strings.Contains(b, want) {
+				t.Errorf("%s: lacks %q", tc.name, want)
+			}
+		}
+		if strings.Contains(b, "0.000") || strings.Contains(b, "1.000") {
+			t.Errorf("%s: pads a minimum to three decimals", tc.name)
+		}
+	}
+}

@@ -47,6 +47,7 @@ var funcs = template.FuncMap{
 	"hi":            func(i *[2]float64) *float64 { return &i[1] },
 	"ratio":         ratio,
 	"num":           func(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) },
+	"jsonNum":       jsonNum,
 	"short":         short,
 	"stateClass":    stateClass,
 	"deref":         deref,
@@ -94,6 +95,16 @@ func pct(v any) string {
 		return "—"
 	}
 	return strconv.FormatFloat(f*100, 'f', 1, 64) + "%"
+}
+
+// jsonNum is a number the way the API states it (0, 0.5, 1, 1e-07):
+// a setting someone typed reads back as typed, not padded to 0.000.
+func jsonNum(v float64) string {
+	b, err := json.Marshal(v)
+	if err != nil { // NaN and ±Inf, which no stored setting holds
+		return strconv.FormatFloat(v, 'g', -1, 64)
+	}
+	return string(b)
 }
 
 // ratio formats n/d as a percentage, or a dash when d is 0.
