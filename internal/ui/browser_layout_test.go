@@ -55,8 +55,34 @@ const filtersAlignedJS = `(() => {
   return bad;
 })()`
 
+// createAlignedJS lists the create forms (datasets, harnesses) where, in
+// one row of the form's grid (a row ends where the next label starts
+// left of it), the labels' words or their controls start at different
+// heights: a hint on a line of its own pushes its label up, a taller
+// control pushes it up too.
+const createAlignedJS = `(() => {
+  const bad = [];
+  const textTop = l => { const g = document.createRange(); g.selectNodeContents(l.firstChild); return g.getBoundingClientRect().top; };
+  for (const f of document.querySelectorAll('form.create')) {
+    const rows = [];
+    let left = Infinity;
+    for (const l of f.querySelectorAll('label:not(.check)')) {
+      const r = l.getBoundingClientRect();
+      const c = l.control || l.querySelector('input, select, textarea');
+      if (!r.height || !c) continue;
+      if (r.left <= left) rows.push([]);
+      left = r.left;
+      rows.at(-1).push({label: l.textContent.trim().split(/\s*\n/)[0], text: Math.round(textTop(l)), control: Math.round(c.getBoundingClientRect().top)});
+    }
+    for (const row of rows) {
+      if (row.some(l => Math.abs(l.text - row[0].text) > 1 || Math.abs(l.control - row[0].control) > 1)) bad.push(f.getAttribute('action') + ': ' + JSON.stringify(row));
+    }
+  }
+  return bad;
+})()`
+
 // checkLayout fails when a page's reason codes wrap inside a word or its
-// filter form's labels and controls do not line up.
+// filter or create form's labels and controls do not line up.
 func (tb *tab) checkLayout(page string) {
 	tb.t.Helper()
 	for _, b := range eval[[]string](tb, codesWrapJS) {
@@ -64,6 +90,9 @@ func (tb *tab) checkLayout(page string) {
 	}
 	for _, b := range eval[[]string](tb, filtersAlignedJS) {
 		tb.t.Errorf("%s: a filter form's labels and controls do not line up: %s", page, b)
+	}
+	for _, b := range eval[[]string](tb, createAlignedJS) {
+		tb.t.Errorf("%s: a create form's labels do not line up: %s", page, b)
 	}
 }
 
