@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/gyrehq/gyre"
+	"github.com/gyrehq/gyre/internal/hangup"
 	"github.com/gyrehq/gyre/internal/store"
 )
 
@@ -67,14 +68,11 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 
 // statusClientClosedRequest is nginx's status for a request whose client
 // closed the connection before the answer: never sent, only recorded.
-const statusClientClosedRequest = 499
+const statusClientClosedRequest = hangup.Status
 
 // clientGone says err is the request's own context being cancelled: the
-// client closed the connection. A cancellation from anywhere else (the
-// request's context still live) is the server's own trouble.
-func clientGone(ctx context.Context, err error) bool {
-	return errors.Is(err, context.Canceled) && errors.Is(ctx.Err(), context.Canceled)
-}
+// client closed the connection (see package hangup).
+func clientGone(ctx context.Context, err error) bool { return hangup.ClientGone(ctx, err) }
 
 // classify maps err to the *gyre.Error a client may see.
 func (s *Server) classify(ctx context.Context, err error) *gyre.Error {

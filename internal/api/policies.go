@@ -103,6 +103,10 @@ func (s *Server) policyEndpoint(w http.ResponseWriter, r *http.Request, proto ga
 			fail(http.StatusUnauthorized, gateway.CodeInvalidAPIKey, ge.Message)
 			return
 		}
+		if clientGone(r.Context(), err) {
+			s.writeError(w, r, err) // a client that hung up: debug log, 499
+			return
+		}
 		s.log.Error("policy endpoint authentication failed", "request_id", infoFrom(r.Context()).id, "error", err)
 		fail(http.StatusServiceUnavailable, gateway.CodeInternal, "The server cannot check API keys right now.")
 		return

@@ -48,6 +48,9 @@ func (s *Server) rateLimit(w http.ResponseWriter, r *http.Request, surface ratel
 func (s *Server) gatewayRateLimit(w http.ResponseWriter, r *http.Request, proto gateway.Protocol, tenantID, key string) bool {
 	d, err := s.limiter.Allow(r.Context(), ratelimit.Gateway, tenantID, key)
 	switch {
+	case clientGone(r.Context(), err):
+		s.writeError(w, r, err) // a client that hung up: debug log, 499
+		return false
 	case err != nil:
 		gateway.WriteProtocolError(w, proto, http.StatusServiceUnavailable, gateway.CodeInternal, "The server cannot check rate limits right now.")
 		return false

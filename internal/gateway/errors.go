@@ -1,9 +1,14 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"log/slog"
 	"net/http"
 	"strconv"
+
+	"github.com/gyrehq/gyre/internal/hangup"
 )
 
 // Error codes the gateway answers with, in the OpenAI error shape
@@ -140,4 +145,29 @@ func WriteRateLimited(w http.ResponseWriter, retryAfterSeconds int) {
 func rateLimited(retryAfterSeconds int) *apiError {
 	return &apiError{Status: http.StatusTooManyRequests, Code: CodeRateLimited, RetryAfter: max(1, retryAfterSeconds),
 		Message: "Too many requests: retry after " + strconv.Itoa(max(1, retryAfterSeconds)) + " s."}
+}
+
+// errClientGone answers a request whose client hung up before the gateway
+// could answer (its context cancelled during a store read): nobody reads
+// it; its status, nginx's 499, is what the access log, the metrics and,
+// for a recorded call, the record show.
+var errClientGone = &apiError{Status: hangup.Status, Code: ReasonClientDisconnected, Message: "The client closed the request."}
+
+// failed is the answer to a store or limiter read that failed with err
+// under ctx, a request's context, and logs it. A client that hung up
+// (hangup.ClientGone) is no failure of the gateway's: it is logged at
+// debug level and answered errClientGone, or errExpired when the rollout's
+// credential was revoked meanwhile. Anything else is logged as an error,
+// with attrs, and answered e.
+func (g *Gateway) failed(ctx context.Context, msg string, err error, e *apiError, attrs ...slog.Attr) *apiError {
+	attrs = append(attrs, slog.Any("error", err))
+	if hangup.ClientGone(ctx, err) {
+		g.log.LogAttrs(ctx, slog.LevelDebug, msg+": client went away", attrs...)
+		if errors.Is(context.Cause(ctx), errRevoked) {
+			return errExpired
+		}
+		return errClientGone
+	}
+	g.log.LogAttrs(ctx, slog.LevelError, msg, attrs...)
+	return e
 }

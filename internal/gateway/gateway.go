@@ -20,6 +20,7 @@ import (
 
 	"github.com/gyrehq/gyre"
 	"github.com/gyrehq/gyre/internal/clock"
+	"github.com/gyrehq/gyre/internal/hangup"
 	"github.com/gyrehq/gyre/internal/ratelimit"
 	"github.com/gyrehq/gyre/internal/store"
 	"github.com/gyrehq/gyre/internal/telemetry"
@@ -208,8 +209,8 @@ func (g *Gateway) authenticate(ctx context.Context, r *http.Request, token strin
 		return a, errInvalidKey
 	}
 	if err != nil {
-		g.log.LogAttrs(ctx, slog.LevelError, "gateway credential read failed", slog.Any("error", err))
-		return a, &apiError{Status: http.StatusServiceUnavailable, Code: CodeInternal, Message: "The gateway cannot check credentials right now."}
+		return a, g.failed(ctx, "gateway credential read failed", err,
+			&apiError{Status: http.StatusServiceUnavailable, Code: CodeInternal, Message: "The gateway cannot check credentials right now."})
 	}
 	kh := sha256.Sum256([]byte(key))
 	if subtle.ConstantTimeCompare(kh[:], a.KeyHash[:]) != 1 {
@@ -240,8 +241,8 @@ func (g *Gateway) rateLimit(ctx context.Context, a store.GatewayAccess) *apiErro
 	}
 	d, err := g.limiter.Allow(ctx, ratelimit.Gateway, a.TenantID, "rollout:"+a.RolloutID)
 	if err != nil {
-		g.log.LogAttrs(ctx, slog.LevelError, "gateway rate limit check failed", slog.Any("error", err))
-		return &apiError{Status: http.StatusServiceUnavailable, Code: CodeInternal, Message: "The gateway cannot check rate limits right now."}
+		return g.failed(ctx, "gateway rate limit check failed", err,
+			&apiError{Status: http.StatusServiceUnavailable, Code: CodeInternal, Message: "The gateway cannot check rate limits right now."})
 	}
 	if !d.Allowed {
 		return rateLimited(d.RetryAfterSeconds())
@@ -279,8 +280,9 @@ func (g *Gateway) ServeRollout(w http.ResponseWriter, r *http.Request, token str
 			c.refuse(errExpired)
 			return
 		}
-		g.log.LogAttrs(c.ctx, slog.LevelError, "gateway touch failed", slog.String("rollout_id", rolloutID), slog.Any("error", err))
-		c.refuse(&apiError{Status: http.StatusServiceUnavailable, Code: CodeInternal, Message: "The gateway cannot record calls right now."})
+		c.refuse(g.failed(c.ctx, "gateway touch failed", err,
+			&apiError{Status: http.StatusServiceUnavailable, Code: CodeInternal, Message: "The gateway cannot record calls right now."},
+			slog.String("rollout_id", rolloutID)))
 		return
 	}
 	if !c.prepare() {
@@ -329,8 +331,8 @@ func (g *Gateway) ServeAgent(w http.ResponseWriter, r *http.Request, tenantID, a
 	c.rec.TenantID, c.rec.AgentID = tenantID, agentID
 	promoted, err := g.st.AgentPolicy(c.ctx, tenantID, agentID)
 	if err != nil {
-		g.log.LogAttrs(c.ctx, slog.LevelError, "agent policy read failed", slog.Any("error", err))
-		c.refuse(&apiError{Status: http.StatusServiceUnavailable, Code: CodeInternal, Message: "The gateway cannot read policies right now."})
+		c.refuse(g.failed(c.ctx, "agent policy read failed", err,
+			&apiError{Status: http.StatusServiceUnavailable, Code: CodeInternal, Message: "The gateway cannot read policies right now."}))
 		return
 	}
 	if !c.prepare() {
@@ -363,8 +365,8 @@ func (g *Gateway) ServeModels(w http.ResponseWriter, r *http.Request, token stri
 	}
 	asked, err := g.st.GatewayRequestedModels(c.ctx, a.RolloutID)
 	if err != nil {
-		g.log.LogAttrs(c.ctx, slog.LevelError, "requested models read failed", slog.Any("error", err))
-		g.answerError(w, routeModels, &apiError{Status: http.StatusServiceUnavailable, Code: CodeInternal, Message: "The gateway cannot list models right now."})
+		g.answerError(w, routeModels, g.failed(c.ctx, "requested models read failed", err,
+			&apiError{Status: http.StatusServiceUnavailable, Code: CodeInternal, Message: "The gateway cannot list models right now."}))
 		return
 	}
 	asked = append(asked, g.rec.pendingModels(a.RolloutID)...)
@@ -450,8 +452,8 @@ func (g *Gateway) policyFor(ctx context.Context, tenantID string, names ...*stri
 			return nil, nil, unavailable(fmt.Sprintf("Policy %q does not exist in this tenant.", name))
 		}
 		if err != nil {
-			g.log.LogAttrs(ctx, slog.LevelError, "policy read failed", slog.Any("error", err))
-			return nil, nil, &apiError{Status: http.StatusServiceUnavailable, Code: CodeInternal, Message: "The gateway cannot read policies right now."}
+			return nil, nil, g.failed(ctx, "policy read failed", err,
+				&apiError{Status: http.StatusServiceUnavailable, Code: CodeInternal, Message: "The gateway cannot read policies right now."})
 		}
 		if pol, err = ParsePolicy(sp.Body); err != nil {
 			return nil, nil, unavailable(fmt.Sprintf("Policy %q cannot be read.", name))
@@ -460,6 +462,9 @@ func (g *Gateway) policyFor(ctx context.Context, tenantID string, names ...*stri
 	}
 	up, ok := g.upstreams[pol.Upstream]
 	tenant, err := g.tenantName(ctx, tenantID)
+	if hangup.ClientGone(ctx, err) {
+		return nil, nil, g.failed(ctx, "tenant read failed", err, nil)
+	}
 	if !ok || err != nil || !up.AllowsTenant(tenant) {
 		return nil, nil, &apiError{Status: http.StatusServiceUnavailable, Code: CodeUpstreamUnavailable,
 			Message: fmt.Sprintf("Policy %q routes to upstream %q, which this server does not offer to this tenant.", name, pol.Upstream)}
@@ -500,8 +505,8 @@ func (g *Gateway) overBudget(ctx context.Context, a store.GatewayAccess, l gyre.
 	}
 	u, err := g.st.GatewayUsage(ctx, a.RolloutID)
 	if err != nil {
-		g.log.LogAttrs(ctx, slog.LevelError, "gateway usage read failed", slog.Any("error", err))
-		return &apiError{Status: http.StatusServiceUnavailable, Code: CodeInternal, Message: "The gateway cannot check this rollout's budget right now."}
+		return g.failed(ctx, "gateway usage read failed", err,
+			&apiError{Status: http.StatusServiceUnavailable, Code: CodeInternal, Message: "The gateway cannot check this rollout's budget right now."})
 	}
 	p := g.rec.pendingUsage(a.RolloutID)
 	switch {

@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/gyrehq/gyre/internal/hangup"
 	"github.com/gyrehq/gyre/internal/store"
 )
 
@@ -81,8 +82,18 @@ func (c *call) refuse(e *apiError) {
 	c.g.m.answered(c.route, e.Status)
 }
 
-// reject answers an error and records the request, not counted.
+// reject answers an error and records the request, not counted. A
+// client that hung up meanwhile (errClientGone, errExpired after a
+// revocation) is recorded as such, whatever failed for it.
 func (c *call) reject(e *apiError, reason string) {
+	switch e {
+	case errClientGone:
+		reason = ReasonClientDisconnected
+	case errExpired:
+		if c.gone() == ReasonRevoked {
+			reason = ReasonRevoked
+		}
+	}
 	c.spec.writeError(c.w, e)
 	c.finish(e.Status, false, reason)
 }
@@ -219,6 +230,16 @@ func (c *call) gone() string {
 	return ReasonClientDisconnected
 }
 
+// hungUp finishes a call whose client went away before its answer's
+// status line went out: the record keeps status (the upstream's, or 499
+// when the upstream had not answered), not counted, reason
+// client_disconnected; the access log and metrics show nginx's 499, not
+// the 200 net/http would assume for a handler that wrote nothing.
+func (c *call) hungUp(status int) {
+	c.w.WriteHeader(hangup.Status)
+	c.finish(status, false, ReasonClientDisconnected)
+}
+
 // proxy sends the request upstream and answers with what comes back.
 func (c *call) proxy() {
 	ctx, span := c.g.tracer.Start(c.ctx, "gateway upstream", trace.WithSpanKind(trace.SpanKindClient),
@@ -243,7 +264,7 @@ func (c *call) proxy() {
 		case ReasonRevoked:
 			c.reject(errExpired, ReasonRevoked)
 		case ReasonClientDisconnected:
-			c.finish(499, false, ReasonClientDisconnected)
+			c.hungUp(hangup.Status)
 		default:
 			c.g.log.LogAttrs(c.ctx, slog.LevelWarn, "upstream request failed", slog.String("upstream", c.up.Name), slog.Any("error", err))
 			c.reject(&apiError{Status: http.StatusBadGateway, Code: CodeUpstreamUnavailable, Message: upstreamErrorText(c.up.Name, err) + "."},
@@ -301,7 +322,7 @@ func (c *call) passError(resp *http.Response) {
 		if reason == ReasonRevoked {
 			c.reject(errExpired, reason)
 		} else {
-			c.finish(resp.StatusCode, false, reason)
+			c.hungUp(resp.StatusCode)
 		}
 		return
 	}
@@ -337,7 +358,7 @@ func (c *call) whole(resp *http.Response) {
 		if reason == ReasonRevoked {
 			c.reject(errExpired, reason)
 		} else {
-			c.finish(resp.StatusCode, false, reason)
+			c.hungUp(resp.StatusCode)
 		}
 		return
 	}
@@ -448,8 +469,8 @@ func (c *call) beforeCounted(status int) {
 	done := c.g.clock.Now()
 	p.DoneAt = &done
 	if err := c.g.rec.makeCountDurable(c.ctx, p); err != nil {
-		c.g.log.LogAttrs(c.ctx, slog.LevelError, "provisional gateway record failed", slog.String("rollout_id", *c.rec.RolloutID),
-			slog.Any("error", err))
+		// A client gone meanwhile is no failure: its call will not count.
+		_ = c.g.failed(c.ctx, "provisional gateway record failed", err, nil, slog.String("rollout_id", *c.rec.RolloutID))
 	}
 }
 

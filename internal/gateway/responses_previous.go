@@ -37,10 +37,9 @@ func (c *call) resolvePrevious() bool {
 			ReasonUnknownPrevious)
 		return false
 	case err != nil:
-		c.g.log.LogAttrs(c.ctx, slog.LevelError, "previous response unreadable", slog.String("rollout_id", *c.rec.RolloutID),
-			slog.Any("error", err))
-		c.reject(&apiError{Status: http.StatusServiceUnavailable, Code: CodeInternal,
-			Message: "The gateway cannot read the response previous_response_id names right now."}, ReasonPreviousUnreadable)
+		c.reject(c.g.failed(c.ctx, "previous response unreadable", err, &apiError{Status: http.StatusServiceUnavailable, Code: CodeInternal,
+			Message: "The gateway cannot read the response previous_response_id names right now."}, slog.String("rollout_id", *c.rec.RolloutID)),
+			ReasonPreviousUnreadable)
 		return false
 	}
 	c.req.resolved = items
