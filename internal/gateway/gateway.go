@@ -363,13 +363,16 @@ func (g *Gateway) ServeModels(w http.ResponseWriter, r *http.Request, token stri
 		g.answerError(w, routeModels, aerr)
 		return
 	}
+	// The waiting records first: one written meanwhile is then in the
+	// store's answer, never in neither.
+	pending := g.rec.pendingModels(a.RolloutID)
 	asked, err := g.st.GatewayRequestedModels(c.ctx, a.RolloutID)
 	if err != nil {
 		g.answerError(w, routeModels, g.failed(c.ctx, "requested models read failed", err,
 			&apiError{Status: http.StatusServiceUnavailable, Code: CodeInternal, Message: "The gateway cannot list models right now."}))
 		return
 	}
-	asked = append(asked, g.rec.pendingModels(a.RolloutID)...)
+	asked = append(asked, pending...)
 	slices.Sort(asked)
 	models := []string{pol.Model}
 	for _, m := range slices.Compact(asked) {
@@ -503,18 +506,19 @@ func (g *Gateway) overBudget(ctx context.Context, a store.GatewayAccess, l gyre.
 	if l.MaxCompletions == nil && l.MaxTotalTokens == nil && l.MaxCostUSD == nil {
 		return nil
 	}
-	u, err := g.st.GatewayUsage(ctx, a.RolloutID)
+	u, err := g.rec.usage(ctx, a.RolloutID, func(ctx context.Context) (store.GatewayUsage, error) {
+		return g.st.GatewayUsage(ctx, a.RolloutID)
+	})
 	if err != nil {
 		return g.failed(ctx, "gateway usage read failed", err,
 			&apiError{Status: http.StatusServiceUnavailable, Code: CodeInternal, Message: "The gateway cannot check this rollout's budget right now."})
 	}
-	p := g.rec.pendingUsage(a.RolloutID)
 	switch {
-	case l.MaxCompletions != nil && int64(u.Completions+p.Completions) >= *l.MaxCompletions:
+	case l.MaxCompletions != nil && int64(u.Completions) >= *l.MaxCompletions:
 		return errBudget(fmt.Sprintf("max_completions %d reached", *l.MaxCompletions))
-	case l.MaxTotalTokens != nil && u.TotalTokens+p.TotalTokens >= *l.MaxTotalTokens:
+	case l.MaxTotalTokens != nil && u.TotalTokens >= *l.MaxTotalTokens:
 		return errBudget(fmt.Sprintf("max_total_tokens %d reached", *l.MaxTotalTokens))
-	case l.MaxCostUSD != nil && u.CostUSD+p.CostUSD >= *l.MaxCostUSD:
+	case l.MaxCostUSD != nil && u.CostUSD >= *l.MaxCostUSD:
 		return errBudget(fmt.Sprintf("max_cost_usd %g reached", *l.MaxCostUSD))
 	}
 	return nil

@@ -108,9 +108,36 @@ type rolloutState struct {
 	inflight       int
 	lastUsed       time.Time
 	// early holds the ids of records makeCountDurable wrote before their
-	// flush: they are durable already, so pendingUsage leaves them out
+	// flush: they are durable already, so usage leaves them out
 	// rather than count them twice against the batch's limits.
 	early map[string]bool
+	// writing counts the store writes of the rollout's records under way
+	// (a flush, makeCountDurable), began those ever begun; idle is closed
+	// when writing drops to 0. A record is waiting until its write's
+	// bookkeeping, after the write, so usage reads the store only when no
+	// write is under way and none began meanwhile: else a record could be
+	// in both the store and the waiting records, or in neither.
+	writing int
+	began   uint64
+	idle    chan struct{}
+}
+
+// beginWrite marks a store write of the rollout's records as under way.
+// r.mu must be held.
+func (st *rolloutState) beginWrite() {
+	if st.writing == 0 {
+		st.idle = make(chan struct{})
+	}
+	st.writing++
+	st.began++
+}
+
+// endWrite marks it done, its bookkeeping made. r.mu must be held.
+func (st *rolloutState) endWrite() {
+	st.writing--
+	if st.writing == 0 {
+		close(st.idle)
+	}
 }
 
 // pendingRecord is a finished call waiting for its flush.
@@ -433,13 +460,17 @@ func (r *Recorder) makeCountDurable(ctx context.Context, provisional store.Gatew
 			recs = append(recs, p.rec)
 		}
 	}
+	st := r.state(rolloutID)
+	st.beginWrite()
 	r.mu.Unlock()
 	recs = append(recs, provisional)
-	if err := r.st.RecordGateway(ctx, store.GatewayFlush{ReplicaID: r.replicaID, Records: recs}); err != nil {
+	err := r.st.RecordGateway(ctx, store.GatewayFlush{ReplicaID: r.replicaID, Records: recs})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	defer st.endWrite()
+	if err != nil {
 		return err
 	}
-	r.mu.Lock()
-	st := r.state(rolloutID)
 	st.countedDurable = true
 	if st.early == nil {
 		st.early = map[string]bool{}
@@ -447,14 +478,52 @@ func (r *Recorder) makeCountDurable(ctx context.Context, provisional store.Gatew
 	for _, rec := range recs {
 		st.early[rec.ID] = true
 	}
-	r.mu.Unlock()
 	return nil
 }
 
-// pendingUsage totals the rollout's records not yet durable.
-func (r *Recorder) pendingUsage(rolloutID string) store.GatewayUsage {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+// usage totals the rollout's records on this replica: those durable,
+// read by durable (a store read), plus those waiting, each counted once.
+// A store write of the rollout's records under way, or begun while
+// durable reads, makes it wait and read again: read meanwhile, a record
+// could be counted twice (a budget refused too early) or not at all (a
+// request let past its budget).
+func (r *Recorder) usage(ctx context.Context, rolloutID string, durable func(context.Context) (store.GatewayUsage, error)) (store.GatewayUsage, error) {
+	for {
+		r.mu.Lock()
+		st := r.state(rolloutID)
+		if st.writing > 0 {
+			idle := st.idle
+			r.mu.Unlock()
+			select {
+			case <-idle:
+				continue
+			case <-ctx.Done():
+				return store.GatewayUsage{}, ctx.Err()
+			}
+		}
+		began := st.began
+		r.mu.Unlock()
+		u, err := durable(ctx)
+		if err != nil {
+			return u, err
+		}
+		r.mu.Lock()
+		settled := r.rollouts[rolloutID] == st && st.began == began
+		p := r.pendingUsageLocked(rolloutID)
+		r.mu.Unlock()
+		if settled {
+			u.Calls += p.Calls
+			u.Completions += p.Completions
+			u.TotalTokens += p.TotalTokens
+			u.CostUSD += p.CostUSD
+			return u, nil
+		}
+	}
+}
+
+// pendingUsageLocked totals the rollout's records not yet durable. r.mu
+// must be held.
+func (r *Recorder) pendingUsageLocked(rolloutID string) store.GatewayUsage {
 	var u store.GatewayUsage
 	var early map[string]bool
 	if st, ok := r.rollouts[rolloutID]; ok {
@@ -535,7 +604,7 @@ func (r *Recorder) Flush(ctx context.Context) error {
 		}
 	}
 	for id, st := range r.rollouts {
-		if st.inflight == 0 && now.Sub(st.lastUsed) > 10*time.Minute {
+		if st.inflight == 0 && st.writing == 0 && now.Sub(st.lastUsed) > 10*time.Minute {
 			delete(r.rollouts, id)
 		}
 	}
@@ -548,9 +617,16 @@ func (r *Recorder) Flush(ctx context.Context) error {
 		}
 	}
 	recs := make([]store.GatewayRecord, len(write))
+	writing := map[string]*rolloutState{}
+	r.mu.Lock()
 	for i, p := range write {
 		recs[i] = p.rec
+		if id := p.rec.RolloutID; id != nil && writing[*id] == nil {
+			writing[*id] = r.state(*id)
+			writing[*id].beginWrite()
+		}
 	}
+	r.mu.Unlock()
 	err = r.st.RecordGateway(ctx, store.GatewayFlush{ReplicaID: r.replicaID, Records: recs,
 		Beat: &store.ReplicaBeat{FlushedThrough: w, TTL: r.cfg.ReplicaTTL, Started: r.started}})
 	r.mu.Lock()
@@ -565,13 +641,15 @@ func (r *Recorder) Flush(ctx context.Context) error {
 			if p.rec.RolloutID == nil {
 				continue
 			}
-			if st, ok := r.rollouts[*p.rec.RolloutID]; ok {
-				if p.rec.Counted {
-					st.countedDurable = true
-				}
-				delete(st.early, p.rec.ID)
+			st := writing[*p.rec.RolloutID]
+			if p.rec.Counted {
+				st.countedDurable = true
 			}
+			delete(st.early, p.rec.ID)
 		}
+	}
+	for _, st := range writing {
+		st.endWrite()
 	}
 	r.mu.Unlock()
 	if r.metrics != nil {

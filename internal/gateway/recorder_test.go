@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -23,6 +24,10 @@ type fakeStore struct {
 	flushes []store.GatewayFlush
 	fail    error
 	live    map[string]bool
+	// afterRecord, when set, runs after RecordGateway has stored a
+	// flush and before it returns (a commit whose caller has not yet
+	// heard of it).
+	afterRecord func()
 }
 
 func (f *fakeStore) LeaseClock(context.Context) (time.Time, error) {
@@ -39,12 +44,40 @@ func (f *fakeStore) advance(d time.Duration) {
 
 func (f *fakeStore) RecordGateway(_ context.Context, fl store.GatewayFlush) error {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	if f.fail != nil {
+		f.mu.Unlock()
 		return f.fail
 	}
 	f.flushes = append(f.flushes, fl)
+	after := f.afterRecord
+	f.mu.Unlock()
+	if after != nil {
+		after()
+	}
 	return nil
+}
+
+// usage is what GatewayUsage would answer for rolloutID: its stored
+// records, a record written again (a provisional one replaced) once.
+func (f *fakeStore) usage(rolloutID string) store.GatewayUsage {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	recs := map[string]store.GatewayRecord{}
+	for _, fl := range f.flushes {
+		for _, rec := range fl.Records {
+			if rec.RolloutID != nil && *rec.RolloutID == rolloutID {
+				recs[rec.ID] = rec
+			}
+		}
+	}
+	var u store.GatewayUsage
+	for _, rec := range recs {
+		u.Calls++
+		if rec.Counted {
+			u.Completions++
+		}
+	}
+	return u
 }
 
 func (f *fakeStore) GatewayLive(_ context.Context, ids []string) (map[string]bool, error) {
@@ -354,4 +387,141 @@ func TestRecorder_WatermarkWaitsForCachedCredentials(t *testing.T) {
 	if w := st.lastBeat(t); !w.Equal(t0.Add(time.Second)) {
 		t.Fatalf("watermark %v after the credential was dropped, want the lease clock %v", w, t0.Add(time.Second))
 	}
+}
+
+// TestRecorder_UsageCountsEachRecordOnceWhileItIsWritten: a rollout's
+// usage (what its limits are checked against, SPEC §6.1) is its stored
+// records plus its waiting ones. A store write of its records that lands
+// while usage is read must neither hide a record (the store read before
+// the write, the waiting records after it: a request let past its
+// budget) nor count it twice (the store read after the write, the
+// waiting records before its bookkeeping: a request refused too early).
+func TestRecorder_UsageCountsEachRecordOnceWhileItIsWritten(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	waiting := func(t *testing.T, st *fakeStore) *Recorder {
+		t.Helper()
+		r := newTestRecorder(st, nil)
+		for _, counted := range []bool{true, false} {
+			f := r.begin(func(error) {})
+			r.attach(f, "r1")
+			p := rolloutRecord("r1", counted)
+			p.rec.ID += fmt.Sprint(counted)
+			r.finish(f, p)
+		}
+		return r
+	}
+	want := store.GatewayUsage{Calls: 2, Completions: 1}
+
+	t.Run("a flush between the store read and the waiting records", func(t *testing.T) {
+		t.Parallel()
+		st := &fakeStore{now: time.Unix(100, 0)}
+		r := waiting(t, st)
+		reads := 0
+		got, err := r.usage(ctx, "r1", func(context.Context) (store.GatewayUsage, error) {
+			reads++
+			u := st.usage("r1")
+			if reads == 1 {
+				if err := r.Flush(ctx); err != nil { // written and no longer waiting
+					t.Fatal(err)
+				}
+			}
+			return u, nil
+		})
+		if err != nil || got != want {
+			t.Fatalf("usage = %+v, %v; want %+v", got, err, want)
+		}
+		if reads != 2 {
+			t.Errorf("the store was read %d times, want 2 (again after the flush)", reads)
+		}
+	})
+
+	t.Run("a flush stored but not yet done", func(t *testing.T) {
+		t.Parallel()
+		st := &fakeStore{now: time.Unix(100, 0)}
+		r := waiting(t, st)
+		stored, release := make(chan struct{}), make(chan struct{})
+		st.afterRecord = func() { close(stored); <-release }
+		flushed := make(chan error, 1)
+		go func() { flushed <- r.Flush(ctx) }()
+		<-stored // in the store, and still in transit
+		type result struct {
+			u   store.GatewayUsage
+			err error
+		}
+		read := make(chan result, 1)
+		go func() {
+			u, err := r.usage(ctx, "r1", func(context.Context) (store.GatewayUsage, error) { return st.usage("r1"), nil })
+			read <- result{u, err}
+		}()
+		select {
+		case res := <-read:
+			t.Fatalf("usage answered %+v, %v while a write of the rollout's records was under way", res.u, res.err)
+		case <-time.After(50 * time.Millisecond):
+		}
+		st.mu.Lock()
+		st.afterRecord = nil
+		st.mu.Unlock()
+		close(release)
+		if err := <-flushed; err != nil {
+			t.Fatal(err)
+		}
+		if res := <-read; res.err != nil || res.u != want {
+			t.Fatalf("usage = %+v, %v; want %+v", res.u, res.err, want)
+		}
+	})
+
+	t.Run("a write under way leaves a reader that hangs up", func(t *testing.T) {
+		t.Parallel()
+		st := &fakeStore{now: time.Unix(100, 0)}
+		r := waiting(t, st)
+		stored, release := make(chan struct{}), make(chan struct{})
+		st.afterRecord = func() { close(stored); <-release }
+		flushed := make(chan error, 1)
+		go func() { flushed <- r.Flush(ctx) }()
+		<-stored
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		if _, err := r.usage(cctx, "r1", func(context.Context) (store.GatewayUsage, error) { return st.usage("r1"), nil }); !errors.Is(err, context.Canceled) {
+			t.Errorf("usage under a cancelled context: %v, want context.Canceled", err)
+		}
+		close(release)
+		if err := <-flushed; err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("a provisional record stored ahead of its flush", func(t *testing.T) {
+		t.Parallel()
+		st := &fakeStore{now: time.Unix(100, 0)}
+		r := waiting(t, st)
+		stored, release := make(chan struct{}), make(chan struct{})
+		st.afterRecord = func() { close(stored); <-release }
+		id := "r1"
+		durable := make(chan error, 1)
+		go func() {
+			durable <- r.makeCountDurable(ctx, store.GatewayRecord{ID: "call-provisional", TenantID: "t", AgentID: "a", RolloutID: &id, Counted: true})
+		}()
+		<-stored // the waiting records are in the store and not yet marked early
+		read := make(chan store.GatewayUsage, 1)
+		go func() {
+			u, _ := r.usage(ctx, "r1", func(context.Context) (store.GatewayUsage, error) { return st.usage("r1"), nil })
+			read <- u
+		}()
+		select {
+		case u := <-read:
+			t.Fatalf("usage answered %+v while a write of the rollout's records was under way", u)
+		case <-time.After(50 * time.Millisecond):
+		}
+		st.mu.Lock()
+		st.afterRecord = nil
+		st.mu.Unlock()
+		close(release)
+		if err := <-durable; err != nil {
+			t.Fatal(err)
+		}
+		if u, want := <-read, (store.GatewayUsage{Calls: 3, Completions: 2}); u != want {
+			t.Fatalf("usage = %+v, want %+v", u, want)
+		}
+	})
 }
