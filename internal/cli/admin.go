@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"net/url"
 	"os"
 	"strings"
@@ -27,6 +28,23 @@ func (f *adminFlags) register(cmd *cobra.Command) {
 	fs.StringVar(&f.server, "server", "", "base URL of the gyre serve to talk to [$GYRE_SERVER]")
 	fs.StringVar(&f.keyFile, "key-file", "", "file holding the API key [$GYRE_KEY_FILE]; or set $GYRE_KEY")
 	fs.BoolVar(&f.json, "json", false, "print the result as JSON")
+}
+
+// adminCall sends one request to the server of f with its key and
+// returns the answer. With --json it prints the answer as the server sent
+// it (indented) and says so with shown: the command's table is not wanted.
+func (a *app) adminCall(cmd *cobra.Command, f *adminFlags, method, path string, body any) (raw json.RawMessage, shown bool, err error) {
+	c, err := a.adminClient(cmd, f)
+	if err != nil {
+		return nil, false, err
+	}
+	if err := c.Call(cmd.Context(), method, path, body, &raw); err != nil {
+		return nil, false, err
+	}
+	if f.json {
+		return raw, true, writeRawJSON(a.stdout, raw)
+	}
+	return raw, false, nil
 }
 
 // client resolves the server and key and returns the API client.

@@ -250,16 +250,9 @@ func (a *app) batchesShowCommand() *cobra.Command {
 		Short: "Show a batch: settings, rollouts by state, pass rate, training-grade yield",
 		Args:  argsUsage(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.adminClient(cmd, &f)
-			if err != nil {
+			raw, shown, err := a.adminCall(cmd, &f, http.MethodGet, "/api/v1/batches/"+pathSegment(args[0]), nil)
+			if err != nil || shown {
 				return err
-			}
-			var raw json.RawMessage
-			if err := c.Call(cmd.Context(), http.MethodGet, "/api/v1/batches/"+pathSegment(args[0]), nil, &raw); err != nil {
-				return err
-			}
-			if f.json {
-				return writeRawJSON(a.stdout, raw)
 			}
 			var b batchSummaryJSON
 			if err := decodeItem(raw, &b); err != nil {
@@ -301,16 +294,9 @@ func (a *app) batchesCancelCommand() *cobra.Command {
 		Short: "Cancel a batch's queued and leased rollouts (admin)",
 		Args:  argsUsage(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.adminClient(cmd, &f)
-			if err != nil {
+			raw, shown, err := a.adminCall(cmd, &f, http.MethodPost, "/api/v1/batches/"+pathSegment(args[0])+"/cancel", nil)
+			if err != nil || shown {
 				return err
-			}
-			var raw json.RawMessage
-			if err := c.Call(cmd.Context(), http.MethodPost, "/api/v1/batches/"+pathSegment(args[0])+"/cancel", nil, &raw); err != nil {
-				return err
-			}
-			if f.json {
-				return writeRawJSON(a.stdout, raw)
 			}
 			var ans struct {
 				BatchID   string `json:"batch_id"`

@@ -136,16 +136,9 @@ func (a *app) rolloutsShowCommand() *cobra.Command {
 every field the API has (SPEC §4.8), the output and fingerprints whole.`,
 		Args: argsUsage(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.adminClient(cmd, &f)
-			if err != nil {
+			raw, shown, err := a.adminCall(cmd, &f, http.MethodGet, "/api/v1/rollouts/"+pathSegment(args[0]), nil)
+			if err != nil || shown {
 				return err
-			}
-			var raw json.RawMessage
-			if err := c.Call(cmd.Context(), http.MethodGet, "/api/v1/rollouts/"+pathSegment(args[0]), nil, &raw); err != nil {
-				return err
-			}
-			if f.json {
-				return writeRawJSON(a.stdout, raw)
 			}
 			return a.writeRollout(raw)
 		},
@@ -321,16 +314,9 @@ func (a *app) rolloutsCancelCommand() *cobra.Command {
 		Short: "Cancel a queued or running rollout, revoking its gateway token (admin)",
 		Args:  argsUsage(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.adminClient(cmd, &f)
-			if err != nil {
+			raw, shown, err := a.adminCall(cmd, &f, http.MethodPost, "/api/v1/rollouts/"+pathSegment(args[0])+"/cancel", nil)
+			if err != nil || shown {
 				return err
-			}
-			var raw json.RawMessage
-			if err := c.Call(cmd.Context(), http.MethodPost, "/api/v1/rollouts/"+pathSegment(args[0])+"/cancel", nil, &raw); err != nil {
-				return err
-			}
-			if f.json {
-				return writeRawJSON(a.stdout, raw)
 			}
 			var r rolloutSummaryJSON
 			if err := decodeItem(raw, &r); err != nil {

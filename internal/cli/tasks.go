@@ -158,16 +158,9 @@ Selected turns whose input_text is null are skipped and counted.`,
 			if skipExisting {
 				body["skip_existing"] = true
 			}
-			c, err := a.adminClient(cmd, &f)
-			if err != nil {
+			raw, shown, err := a.adminCall(cmd, &f, http.MethodPost, "/api/v1/tasks/from-turns", body)
+			if err != nil || shown {
 				return err
-			}
-			var raw json.RawMessage
-			if err := c.Call(cmd.Context(), http.MethodPost, "/api/v1/tasks/from-turns", body, &raw); err != nil {
-				return err
-			}
-			if f.json {
-				return writeRawJSON(a.stdout, raw)
 			}
 			var ans struct {
 				Items              []taskRefJSON `json:"items"`
