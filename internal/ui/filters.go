@@ -18,6 +18,20 @@ type listFilter struct {
 	Agent, State, Since, Until string
 }
 
+// filterForm is what the shared filter form of the batches, datasets and
+// promotions lists (template agentStateWindowFilter) shows: the list's
+// path, the word for when an item began (Created, Started), the choices
+// and the filter as asked.
+type filterForm struct {
+	Action, Began  string
+	Agents, States []string
+	Filter         listFilter
+}
+
+func newFilterForm(action, began string, agents, states []string, f listFilter) filterForm {
+	return filterForm{Action: action, Began: began, Agents: agents, States: states, Filter: f}
+}
+
 // window is a parsed creation window: Since inclusive, Until exclusive;
 // a zero end is open.
 type window struct {

@@ -42,6 +42,7 @@ func parsePages() (map[string]*template.Template, error) {
 
 var funcs = template.FuncMap{
 	"when":          when,
+	"filterForm":    newFilterForm,
 	"pct":           pct,
 	"lo":            func(i *[2]float64) *float64 { return &i[0] },
 	"hi":            func(i *[2]float64) *float64 { return &i[1] },
