@@ -389,6 +389,43 @@ func TestRecorder_WatermarkWaitsForCachedCredentials(t *testing.T) {
 	}
 }
 
+// holdNextWrite makes st's next RecordGateway stop once it has stored
+// its flush: stored is closed then, and release lets it return (later
+// writes are not held).
+func holdNextWrite(st *fakeStore) (stored <-chan struct{}, release func()) {
+	s, r := make(chan struct{}), make(chan struct{})
+	st.mu.Lock()
+	st.afterRecord = func() {
+		st.mu.Lock()
+		st.afterRecord = nil
+		st.mu.Unlock()
+		close(s)
+		<-r
+	}
+	st.mu.Unlock()
+	return s, func() { close(r) }
+}
+
+// usageWhileHeld reads r's usage of rollout r1 in the background and
+// fails t if it answers within 50 ms, while a write is held.
+func usageWhileHeld(t *testing.T, ctx context.Context, r *Recorder, st *fakeStore) <-chan store.GatewayUsage {
+	t.Helper()
+	read := make(chan store.GatewayUsage, 1)
+	go func() {
+		u, err := r.usage(ctx, "r1", func(context.Context) (store.GatewayUsage, error) { return st.usage("r1"), nil })
+		if err != nil {
+			t.Errorf("usage: %v", err)
+		}
+		read <- u
+	}()
+	select {
+	case u := <-read:
+		t.Fatalf("usage answered %+v while a write of the rollout's records was under way", u)
+	case <-time.After(50 * time.Millisecond):
+	}
+	return read
+}
+
 // TestRecorder_UsageCountsEachRecordOnceWhileItIsWritten: a rollout's
 // usage (what its limits are checked against, SPEC §6.1) is its stored
 // records plus its waiting ones. A store write of its records that lands
@@ -440,34 +477,17 @@ func TestRecorder_UsageCountsEachRecordOnceWhileItIsWritten(t *testing.T) {
 		t.Parallel()
 		st := &fakeStore{now: time.Unix(100, 0)}
 		r := waiting(t, st)
-		stored, release := make(chan struct{}), make(chan struct{})
-		st.afterRecord = func() { close(stored); <-release }
+		stored, release := holdNextWrite(st)
 		flushed := make(chan error, 1)
 		go func() { flushed <- r.Flush(ctx) }()
 		<-stored // in the store, and still in transit
-		type result struct {
-			u   store.GatewayUsage
-			err error
-		}
-		read := make(chan result, 1)
-		go func() {
-			u, err := r.usage(ctx, "r1", func(context.Context) (store.GatewayUsage, error) { return st.usage("r1"), nil })
-			read <- result{u, err}
-		}()
-		select {
-		case res := <-read:
-			t.Fatalf("usage answered %+v, %v while a write of the rollout's records was under way", res.u, res.err)
-		case <-time.After(50 * time.Millisecond):
-		}
-		st.mu.Lock()
-		st.afterRecord = nil
-		st.mu.Unlock()
-		close(release)
+		read := usageWhileHeld(t, ctx, r, st)
+		release()
 		if err := <-flushed; err != nil {
 			t.Fatal(err)
 		}
-		if res := <-read; res.err != nil || res.u != want {
-			t.Fatalf("usage = %+v, %v; want %+v", res.u, res.err, want)
+		if u := <-read; u != want {
+			t.Fatalf("usage = %+v, want %+v", u, want)
 		}
 	})
 
@@ -475,8 +495,7 @@ func TestRecorder_UsageCountsEachRecordOnceWhileItIsWritten(t *testing.T) {
 		t.Parallel()
 		st := &fakeStore{now: time.Unix(100, 0)}
 		r := waiting(t, st)
-		stored, release := make(chan struct{}), make(chan struct{})
-		st.afterRecord = func() { close(stored); <-release }
+		stored, release := holdNextWrite(st)
 		flushed := make(chan error, 1)
 		go func() { flushed <- r.Flush(ctx) }()
 		<-stored
@@ -485,7 +504,7 @@ func TestRecorder_UsageCountsEachRecordOnceWhileItIsWritten(t *testing.T) {
 		if _, err := r.usage(cctx, "r1", func(context.Context) (store.GatewayUsage, error) { return st.usage("r1"), nil }); !errors.Is(err, context.Canceled) {
 			t.Errorf("usage under a cancelled context: %v, want context.Canceled", err)
 		}
-		close(release)
+		release()
 		if err := <-flushed; err != nil {
 			t.Fatal(err)
 		}
@@ -495,28 +514,15 @@ func TestRecorder_UsageCountsEachRecordOnceWhileItIsWritten(t *testing.T) {
 		t.Parallel()
 		st := &fakeStore{now: time.Unix(100, 0)}
 		r := waiting(t, st)
-		stored, release := make(chan struct{}), make(chan struct{})
-		st.afterRecord = func() { close(stored); <-release }
+		stored, release := holdNextWrite(st)
 		id := "r1"
 		durable := make(chan error, 1)
 		go func() {
 			durable <- r.makeCountDurable(ctx, store.GatewayRecord{ID: "call-provisional", TenantID: "t", AgentID: "a", RolloutID: &id, Counted: true})
 		}()
 		<-stored // the waiting records are in the store and not yet marked early
-		read := make(chan store.GatewayUsage, 1)
-		go func() {
-			u, _ := r.usage(ctx, "r1", func(context.Context) (store.GatewayUsage, error) { return st.usage("r1"), nil })
-			read <- u
-		}()
-		select {
-		case u := <-read:
-			t.Fatalf("usage answered %+v while a write of the rollout's records was under way", u)
-		case <-time.After(50 * time.Millisecond):
-		}
-		st.mu.Lock()
-		st.afterRecord = nil
-		st.mu.Unlock()
-		close(release)
+		read := usageWhileHeld(t, ctx, r, st)
+		release()
 		if err := <-durable; err != nil {
 			t.Fatal(err)
 		}
