@@ -340,14 +340,9 @@ func (s *Store) Run(ctx context.Context, tenantID, experimentID, caseID string, 
 // ListRuns lists an experiment's run records by case id, then repetition.
 func (s *Store) ListRuns(ctx context.Context, tenantID, experimentID string, p store.Page) ([]store.RunRecord, string, error) {
 	cur := listCursor(tenantID, "runs", experimentID)
-	afterCase, afterRep, err := decodeRunCursor(cur, p.Cursor)
+	afterCase, afterRep, err := s.runsPageStart(ctx, cur, tenantID, experimentID, p.Cursor)
 	if err != nil {
 		return nil, "", fmt.Errorf("list runs: %w", err)
-	}
-	var one int
-	if err := s.reader.QueryRowContext(ctx, `SELECT 1 FROM experiments WHERE tenant_id = $1 AND id = $2`,
-		tenantID, experimentID).Scan(&one); err != nil {
-		return nil, "", fmt.Errorf("list runs: %w", notFound("experiment", err))
 	}
 	n := limit(p)
 	rows, err := s.reader.QueryContext(ctx,
@@ -375,8 +370,7 @@ func (s *Store) ListRuns(ctx context.Context, tenantID, experimentID string, p s
 	var next string
 	if len(out) > n {
 		out = out[:n]
-		last := out[n-1]
-		next = cur.encode(strconv.Itoa(last.Repetition) + ":" + last.CaseID)
+		next = runCursor(cur, out[n-1].CaseID, out[n-1].Repetition)
 	}
 	return out, next, nil
 }
@@ -385,14 +379,9 @@ func (s *Store) ListRuns(ctx context.Context, tenantID, experimentID string, p s
 // by case id, then repetition, without their documents.
 func (s *Store) ListRunOutcomes(ctx context.Context, tenantID, experimentID string, p store.Page) ([]store.RunOutcome, string, error) {
 	cur := listCursor(tenantID, "run-outcomes", experimentID)
-	afterCase, afterRep, err := decodeRunCursor(cur, p.Cursor)
+	afterCase, afterRep, err := s.runsPageStart(ctx, cur, tenantID, experimentID, p.Cursor)
 	if err != nil {
 		return nil, "", fmt.Errorf("list run outcomes: %w", err)
-	}
-	var one int
-	if err := s.reader.QueryRowContext(ctx, `SELECT 1 FROM experiments WHERE tenant_id = $1 AND id = $2`,
-		tenantID, experimentID).Scan(&one); err != nil {
-		return nil, "", fmt.Errorf("list run outcomes: %w", notFound("experiment", err))
 	}
 	n := p.Limit
 	switch {
@@ -446,10 +435,29 @@ func (s *Store) ListRunOutcomes(ctx context.Context, tenantID, experimentID stri
 	var next string
 	if len(out) > n {
 		out = out[:n]
-		last := out[n-1]
-		next = cur.encode(strconv.Itoa(last.Repetition) + ":" + last.CaseID)
+		next = runCursor(cur, out[n-1].CaseID, out[n-1].Repetition)
 	}
 	return out, next, nil
+}
+
+// runsPageStart is where a page of an experiment's runs starts, read from
+// cursor, once the experiment is known to exist in the tenant.
+func (s *Store) runsPageStart(ctx context.Context, cur cursorScope, tenantID, experimentID, cursor string) (string, int, error) {
+	afterCase, afterRep, err := decodeRunCursor(cur, cursor)
+	if err != nil {
+		return "", 0, err
+	}
+	var one int
+	if err := s.reader.QueryRowContext(ctx, `SELECT 1 FROM experiments WHERE tenant_id = $1 AND id = $2`,
+		tenantID, experimentID).Scan(&one); err != nil {
+		return "", 0, notFound("experiment", err)
+	}
+	return afterCase, afterRep, nil
+}
+
+// runCursor is the cursor of the page after the run (caseID, rep).
+func runCursor(cur cursorScope, caseID string, rep int) string {
+	return cur.encode(strconv.Itoa(rep) + ":" + caseID)
 }
 
 // decodeRunCursor reads the position of a runs cursor,
