@@ -85,7 +85,9 @@ training grade, gyre dataset exports them as frozen sft, dpo, rl or atif
 files, gyre policy promote lets a candidate policy reach production only
 through a paired-statistics gate, and gyre eval runs suites against an agent
 harness; gyre serve also serves a web UI under /ui/. gyre demo runs the
-whole loop offline. Not built yet: capture over OTLP.
+whole loop offline. Not built yet: capture over OTLP, retention (no
+sweeper, no erasing a conversation) and rotating GYRE_SECRET_KEY; the
+README lists what is missing.
 
 gyre serve runs the control plane. The operator commands (migrate, tenants,
 keys) work on its store directly, with the same --data and --db flags, and
